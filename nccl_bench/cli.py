@@ -1,0 +1,121 @@
+"""Argument parsing that speaks one line on bad input, and the job runner every command uses."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+from nccl_bench import launch
+from nccl_bench.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
+                               UsageError)
+from nccl_bench.options import JobOptions, split_list
+from nccl_bench.bootstrap import MODES
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line and exit 2 (no usage dump)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow_all: bool = False,
+                 ranks_per_root: int = 128, timeout: float = 60.0) -> None:
+    p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
+    p.add_argument("--nranks", type=int, default=None, help="ranks to launch locally (default: one per GPU, 2 on CPU)")
+    p.add_argument("--init", default=init_default,
+                   help="init mode(s): " + ",".join(MODES) + (" or all" if allow_all else ""))
+    p.add_argument("--ranks-per-root", type=int, default=ranks_per_root,
+                   help=f"ranks per unique-ID root, like TORCH_NCCL_RANKS_PER_ROOT (default {ranks_per_root})")
+    p.add_argument("--timeout", type=float, default=timeout, help=f"per-init deadline in seconds (default {timeout:g})")
+
+
+def job_options(a: argparse.Namespace, allow_all: bool = False) -> JobOptions:
+    return JobOptions(backend=a.backend, nranks=a.nranks,
+                      init=split_list(a.init, MODES, "init mode", "all" if allow_all else None),
+                      ranks_per_root=a.ranks_per_root, timeout=a.timeout)
+
+
+@dataclass
+class Job:
+    """A running worker's view of the job."""
+
+    ident: launch.Identity
+    store: "object"  # nccl_bench.store.JobStore
+
+    @property
+    def rank(self) -> int:
+        return self.ident.rank
+
+    @property
+    def nranks(self) -> int:
+        return self.ident.world_size
+
+    def say(self, *args, **kw) -> None:
+        """Print on rank 0 only."""
+        if self.rank == 0:
+            print(*args, **kw, flush=True)
+
+
+def guarded(fn: Callable[[], int]) -> int:
+    """Run an entry point: bad input is one line and exit 2; nothing else leaks a traceback."""
+    try:
+        return fn()
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (CommError, BarrierTimeout) as e:
+        print(f"failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:
+        if os.environ.get("NCCL_BENCH_DEBUG"):
+            traceback.print_exc()
+        print(f"failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def store_timeout_default() -> float:
+    """Seconds to reach the job store (NCCL_BENCH_STORE_TIMEOUT, default 60)."""
+    try:
+        return float(os.environ.get("NCCL_BENCH_STORE_TIMEOUT", 60))
+    except ValueError:
+        raise UsageError("NCCL_BENCH_STORE_TIMEOUT must be a number of seconds") from None
+
+
+def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int],
+            store_timeout: float | None = None, max_restarts: int = 0) -> int:
+    """Self-launch `python launch_argv...` when no launcher started us; else run `worker` here.
+
+    `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
+    """
+    store_timeout = store_timeout_default() if store_timeout is None else store_timeout
+    ident = launch.detect()
+    if ident is None:
+        return launch.self_launch(opts.local_ranks(), launch_argv, max_restarts=max_restarts)
+    if opts.nranks and opts.nranks != ident.world_size:
+        raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
+    launch.die_with_parent()
+    from nccl_bench.store import JobStore
+    try:
+        store = JobStore(ident, timeout=store_timeout)
+    except StoreUnreachable as e:
+        if ident.rank == 0 or not os.environ.get(launch.SELF_LAUNCH_ENV):
+            print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    job = Job(ident, store)
+    code = EXIT_FAILED
+    try:
+        code = guarded(lambda: worker(job))
+    finally:
+        try:  # rank 0 hosts the store: nobody leaves before everyone is done with it
+            store.barrier("exit", timeout=min(store_timeout, 30.0))
+        except Exception:
+            pass
+        store.close()
+    return code

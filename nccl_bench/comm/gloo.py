@@ -1,0 +1,148 @@
+"""The CPU model: a ProcessGroupGloo per communicator, for CI and laptops.
+
+Each communicator rendezvouses under a store prefix derived from the whole ID list, so
+ranks holding different IDs never meet, exactly as NCCL ranks with mismatched IDs never
+finish bootstrap; the deadline bounds the rendezvous.
+"""
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from nccl_bench.bootstrap import exchange_ids
+from nccl_bench.comm.base import Communicator, InitPlan, id_prefix
+from nccl_bench.deadline import Deadline
+from nccl_bench.errors import CommError, DeadlineExceeded
+
+_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
+        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}  # avg: sum, then divide
+
+
+class GlooCommunicator(Communicator):
+    name = "gloo"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pg = None
+        self._work: list = []
+        self._after: list = []  # host-side fix-ups run once the work completed
+
+    @staticmethod
+    def new_id() -> bytes:
+        return os.urandom(128)  # ncclUniqueId is 128 bytes; so is ours
+
+    def create(self, plan: InitPlan, deadline: Deadline) -> None:
+        self.rank, self.nranks = plan.rank, plan.nranks
+        self.ids_used = exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
+                                     plan.ranks_per_root, plan.counter, self.new_id, deadline)
+        self.timings.exchange = self.ids_used.seconds
+        t0 = time.perf_counter()
+        prefix = f"gloo/{id_prefix(self.ids_used.ids)}"
+        store = dist.PrefixStore(prefix, plan.store.raw)
+        try:
+            self.pg = dist.ProcessGroupGloo(store, plan.rank, plan.nranks,
+                                            timedelta(seconds=max(deadline.remaining(), 0.001)))
+        except Exception as e:
+            kind = DeadlineExceeded if deadline.expired() or "imeout" in str(e) else CommError
+            raise self._err(kind, "init", "gloo rendezvous failed",
+                            f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        self.timings.create = time.perf_counter() - t0
+        self.created = True
+
+    def destroy(self) -> None:
+        self.pg = None
+        self.created = False
+
+    def abort(self) -> None:
+        if self.pg is not None:
+            try:
+                self.pg.abort()
+            except Exception:
+                pass
+        self.pg = None
+        self._work.clear()
+        self._after.clear()
+        self.created = False
+
+    # --- collectives ----------------------------------------------------------------
+    def _prep(self, send, recv):
+        if send is not recv:
+            recv.copy_(send)
+        return recv
+
+    def _avg(self, t, op):
+        if op == "avg":
+            self._after.append(lambda: t.div_(self.nranks))
+
+    def all_reduce(self, send, recv, op):
+        t = self._prep(send, recv)
+        self._work.append(self.pg.allreduce([t], _opts_allreduce(op)))
+        self._avg(t, op)
+
+    def all_gather(self, send, recv):
+        outs = list(recv.chunk(self.nranks))
+        src = send.clone() if send.data_ptr() == outs[self.rank].data_ptr() else send
+        w = self.pg.allgather([outs], [src])
+        self._work.append(w)
+
+    def reduce_scatter(self, send, recv, op):
+        tmp = send.clone()
+        self._work.append(self.pg.allreduce([tmp], _opts_allreduce(op)))
+        mine = tmp.chunk(self.nranks)[self.rank]
+        self._after.append(lambda: recv.copy_(mine / self.nranks if op == "avg" else mine))
+
+    def broadcast(self, send, recv, root):
+        t = recv
+        if self.rank == root and send is not recv:
+            recv.copy_(send)
+        opts = dist.BroadcastOptions()
+        opts.rootRank = root
+        self._work.append(self.pg.broadcast([t], opts))
+
+    def reduce(self, send, recv, op, root):
+        tmp = send.clone()
+        opts = dist.ReduceOptions()
+        opts.reduceOp = _OPS[op]
+        opts.rootRank = root
+        self._work.append(self.pg.reduce([tmp], opts))
+        if self.rank == root:
+            self._after.append(lambda: recv.copy_(tmp / self.nranks if op == "avg" else tmp))
+
+    def alltoall(self, send, recv):
+        src = send.clone() if send.data_ptr() == recv.data_ptr() else send
+        self._work.append(self.pg.alltoall_base(recv, src, [], [], dist.AllToAllOptions()))
+
+    def sendrecv(self, send, recv, to, frm):
+        src = send.clone() if send.data_ptr() == recv.data_ptr() else send
+        if to == self.rank and frm == self.rank:
+            recv.copy_(src)
+            return
+        # tag 0 both ways; gloo pairs by (peer, tag) so a ring cannot deadlock
+        self._work.append(self.pg.send([src], to, 0))
+        self._work.append(self.pg.recv([recv], frm, 0))
+
+    def wait(self, deadline: Deadline, op: str = "collective") -> None:
+        work, self._work = self._work, []
+        try:
+            for w in work:
+                if not w.wait(timedelta(seconds=max(deadline.remaining(), 0.001))):
+                    raise self._err(DeadlineExceeded, op, "gloo work did not complete")
+        except CommError:
+            raise
+        except Exception as e:
+            msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            kind = DeadlineExceeded if "imed out" in msg or "imeout" in msg else CommError
+            raise self._err(kind, op, "gloo error", msg) from None
+        after, self._after = self._after, []
+        for fix in after:
+            fix()
+
+
+def _opts_allreduce(op: str):
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = _OPS[op]
+    return opts

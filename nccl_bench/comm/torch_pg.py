@@ -1,0 +1,199 @@
+"""PyTorch's own ProcessGroupNCCL: the stock code users run.
+
+A new communicator per init is a new default process group on the same store, the
+restart scenario in which PyTorch reuses its store keys. `stock` turns on PyTorch's
+scalable path through TORCH_NCCL_RANKS_PER_ROOT; `regular` keeps it off; `scoped`
+gives each init a fresh store prefix (the workaround users can apply today).
+
+PyTorch exchanges the IDs itself, so this side keeps the evidence it can see: the
+fingerprints under PyTorch's keys just before and just after the init.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from nccl_bench.bootstrap import IdExchange, fingerprint, id_keys, num_roots, root_index
+from nccl_bench.comm.base import Communicator, InitPlan
+from nccl_bench.deadline import Deadline
+from nccl_bench.errors import CommError, DeadlineExceeded, EXIT_FAILED
+
+# Where ProcessGroupNCCL's keys land under the store we hand to init_process_group.
+_PG_KEY_PREFIX = "default_pg/0//cuda//"
+_GRACE_S = 10.0  # after the deadline and an abort, a call still blocked ends the process
+
+_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
+        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
+
+
+class _Watchdog:
+    """Bounds a blocking PyTorch call: abort at the deadline; exit if still stuck after grace."""
+
+    def __init__(self, comm: "TorchCommunicator", deadline: Deadline, op: str):
+        self.comm, self.deadline, self.op = comm, deadline, op
+        self.fired = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        return False
+
+    def _run(self):
+        if self._done.wait(self.deadline.remaining()):
+            return
+        self.fired = True
+        self.comm.abort()
+        if not self._done.wait(_GRACE_S):
+            print(f"rank {self.comm.rank} ({self.comm.host}) {self.op}: still blocked "
+                  f"{_GRACE_S:g}s after the deadline and an abort; ending this rank", flush=True)
+            os._exit(EXIT_FAILED)
+
+
+class TorchCommunicator(Communicator):
+    name = "torch"
+    needs_gpu = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pg = None
+        self._works: list = []
+        self._keys: list[str] = []
+        self._store = None
+
+    def create(self, plan: InitPlan, deadline: Deadline) -> None:
+        self.rank, self.nranks = plan.rank, plan.nranks
+        self.device = torch.device("cuda", plan.local_rank % max(torch.cuda.device_count(), 1))
+        torch.cuda.set_device(self.device)
+        for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
+            if val:
+                os.environ[var] = val
+        scalable = plan.mode != "regular"
+        os.environ["TORCH_NCCL_RANKS_PER_ROOT"] = str(plan.ranks_per_root if scalable else max(plan.nranks, 128))
+        # Nonblocking init, so PyTorch itself gives up at the deadline instead of hanging.
+        os.environ["TORCH_NCCL_USE_COMM_NONBLOCKING"] = "1"
+        os.environ["TORCH_NCCL_NONBLOCKING_TIMEOUT"] = str(max(1, math.ceil(deadline.remaining())))
+        scope = f"torch/{plan.namespace}" + (f"/{plan.counter}" if plan.mode == "scoped" else "")
+        self._store = dist.PrefixStore(scope, plan.store.raw)
+        nroots = num_roots(plan.nranks, plan.ranks_per_root) if scalable and plan.nranks > plan.ranks_per_root else 1
+        if scalable and nroots > 1:
+            self._keys = [_PG_KEY_PREFIX + k for k in id_keys("stock", 0, nroots)]
+        else:  # PyTorch's broadcast path: key is its per-PG comm counter, restarting at 0
+            self._keys = [_PG_KEY_PREFIX + "0"]
+        before = self._peek()
+        t0 = time.perf_counter()
+        with _Watchdog(self, deadline, "init") as wd:
+            try:
+                dist.init_process_group("nccl", store=self._store, rank=plan.rank, world_size=plan.nranks,
+                                        device_id=self.device, timeout=timedelta(seconds=max(deadline.remaining(), 1)))
+                self.pg = dist.group.WORLD
+                # eager init may still be completing: one tiny barrier-free op proves the comm is ready
+                probe = torch.zeros(1, device=self.device)
+                dist.all_reduce(probe)
+                torch.cuda.synchronize(self.device)
+            except Exception as e:
+                self._record(before, plan)
+                kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
+                raise self._err(kind, "init", _torch_error_name(e), _first_line(e)) from None
+        self.timings.create = time.perf_counter() - t0
+        self._record(before, plan)
+        self.created = True
+
+    def _peek(self) -> list[str]:
+        out = []
+        for k in self._keys:
+            try:
+                out.append(fingerprint(self._store.get(k)) if self._store.check([k]) else "-")
+            except Exception:
+                out.append("?")
+        return out
+
+    def _record(self, before: list[str], plan: InitPlan) -> None:
+        after = self._peek()
+        ex = IdExchange(plan.mode, plan.counter, plan.rank, len(self._keys), list(self._keys),
+                        fingerprints=after, published_root=root_index(plan.rank, plan.nranks, len(self._keys)))
+        ex.before = before  # what was under PyTorch's keys as this rank entered init
+        self.ids_used = ex
+
+    def destroy(self) -> None:
+        if self.pg is not None:
+            dist.destroy_process_group()
+        self.pg = None
+        self.created = False
+
+    def abort(self) -> None:
+        try:
+            if dist.is_initialized():
+                dist.distributed_c10d._abort_process_group()
+        except Exception:
+            try:
+                dist.destroy_process_group()
+            except Exception:
+                pass
+        self.pg = None
+        self.created = False
+
+    # --- collectives ---------------------------------------------------------------------------
+    def _prep(self, send, recv):
+        if send is not recv:
+            recv.copy_(send)
+        return recv
+
+    def all_reduce(self, send, recv, op):
+        self._works.append(dist.all_reduce(self._prep(send, recv), op=_OPS[op], async_op=True))
+
+    def all_gather(self, send, recv):
+        self._works.append(dist.all_gather_into_tensor(recv, send, async_op=True))
+
+    def reduce_scatter(self, send, recv, op):
+        self._works.append(dist.reduce_scatter_tensor(recv, send, op=_OPS[op], async_op=True))
+
+    def broadcast(self, send, recv, root):
+        t = self._prep(send, recv) if self.rank == root else recv
+        self._works.append(dist.broadcast(t, src=root, async_op=True))
+
+    def reduce(self, send, recv, op, root):
+        t = self._prep(send, recv)
+        self._works.append(dist.reduce(t, dst=root, op=_OPS[op], async_op=True))
+
+    def alltoall(self, send, recv):
+        src = send.clone() if send.data_ptr() == recv.data_ptr() else send
+        self._works.append(dist.all_to_all_single(recv, src, async_op=True))
+
+    def sendrecv(self, send, recv, to, frm):
+        src = send.clone() if send.data_ptr() == recv.data_ptr() else send
+        ops = [dist.P2POp(dist.isend, src, to), dist.P2POp(dist.irecv, recv, frm)]
+        self._works.extend(dist.batch_isend_irecv(ops))
+
+    def wait(self, deadline: Deadline, op: str = "collective") -> None:
+        works, self._works = self._works, []
+        with _Watchdog(self, deadline, op) as wd:
+            try:
+                for w in works:
+                    w.wait(timedelta(seconds=max(deadline.remaining(), 0.001)))
+                torch.cuda.synchronize(self.device)
+            except Exception as e:
+                kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
+                raise self._err(kind, op, _torch_error_name(e), _first_line(e)) from None
+
+
+def _first_line(e: Exception) -> str:
+    s = str(e).strip()
+    return (s.splitlines()[0] if s else type(e).__name__)[:300]
+
+
+def _torch_error_name(e: Exception) -> str:
+    """The NCCL error name PyTorch embeds in its message, else the exception type."""
+    import re
+    m = re.search(r"\b(nccl[A-Z][A-Za-z]+)\b", str(e))
+    return m.group(1) if m else type(e).__name__

@@ -1,0 +1,27 @@
+"""The table of commands: name -> module with main(argv). Imported lazily."""
+from __future__ import annotations
+
+import importlib
+
+from nccl_bench.errors import UsageError
+
+COMMANDS = {
+    "info": ("nccl_bench.info", "versions, GPUs, links, launcher, stale-key verdict"),
+    "smoke": ("nccl_bench.smoke", "one init + checked all_reduce + destroy per init mode"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    return "usage: python -m nccl_bench COMMAND [options]\n\ncommands:\n" + "\n".join(
+        f"  {name:{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
+
+
+def dispatch(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        raise UsageError(f"unknown command '{name}' (choose from {', '.join(COMMANDS)})")
+    return importlib.import_module(COMMANDS[name][0]).main(rest)

@@ -1,0 +1,52 @@
+"""Run real jobs as subprocesses, and prove none of their processes outlive them."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN_VAR = "NCCL_BENCH_TEST_TOKEN"
+
+
+def run(args: list[str], timeout: float = 180, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """python ARGS in the repo with a fresh token; asserts nothing with that token survives."""
+    token = uuid.uuid4().hex
+    full_env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    full_env.update({TOKEN_VAR: token, "PYTHONUNBUFFERED": "1", **(env or {})})
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=full_env, capture_output=True,
+                          text=True, timeout=timeout, start_new_session=True, **kw)
+    assert_no_survivors(token)
+    return proc
+
+
+def survivors(token: str) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if f"{TOKEN_VAR}={token}".encode() in (d / "environ").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
+
+
+def assert_no_survivors(token: str, grace: float = 5.0) -> None:
+    deadline = time.monotonic() + grace
+    while (left := survivors(token)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"processes left behind: {left}"
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The whole stderr of a bad-input run: exactly one line, no traceback."""
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in err, err
+    assert len(err.splitlines()) == 1, err
+    return err

@@ -1,0 +1,38 @@
+"""Launcher environments: torchrun, Slurm, Open MPI."""
+from nccl_bench.launch import detect, first_host
+
+
+def test_no_launcher():
+    assert detect({}) is None
+
+
+def test_torchrun():
+    i = detect({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+                "MASTER_ADDR": "node1", "MASTER_PORT": "1234", "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCHELASTIC_RUN_ID": "abc", "TORCHELASTIC_RESTART_COUNT": "2"})
+    assert (i.rank, i.world_size, i.local_rank, i.master_addr, i.master_port) == (3, 8, 1, "node1", 1234)
+    assert i.launcher == "torchrun" and i.agent_store and i.restart == 2 and not i.single_node
+
+
+def test_slurm_master_from_nodelist():
+    i = detect({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_STEP_ID": "0",
+                "SLURM_JOB_NODELIST": "gpu[003-005,009],login1", "SLURM_NNODES": "4"})
+    assert (i.rank, i.world_size, i.local_rank, i.master_addr, i.launcher) == (5, 16, 1, "gpu003", "slurm")
+
+
+def test_slurm_master_addr_wins():
+    i = detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "1", "MASTER_ADDR": "10.0.0.1",
+                "SLURM_JOB_NODELIST": "a[1-2]"})
+    assert i.master_addr == "10.0.0.1"
+
+
+def test_openmpi():
+    i = detect({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "4"})
+    assert (i.rank, i.world_size, i.local_rank, i.launcher, i.single_node) == (2, 4, 2, "mpi", True)
+
+
+def test_first_host():
+    assert first_host("node7") == "node7"
+    assert first_host("gpu[12-14]") == "gpu12"
+    assert first_host("a1,b2") == "a1"
