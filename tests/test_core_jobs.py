@@ -9,7 +9,8 @@ from helpers import one_line_error, run
 
 def churn(tmp_path, mode, rounds=20, skew=0.2, timeout=1.5):
     out = tmp_path / f"{mode}.jsonl"
-    proc = run(["tests/jobs/churn.py", str(out), mode, str(rounds), str(skew), str(timeout), "--nranks", "3"],
+    proc = run(["tests/jobs/churn.py", str(out), "--modes", ",".join([mode] * rounds), "--skew-max", str(skew),
+                "--timeout", str(timeout), "--nranks", "3"],
                timeout=rounds * (timeout + 3) + 60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in out.read_text().splitlines()]

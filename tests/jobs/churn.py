@@ -1,8 +1,10 @@
-"""Test job: N rounds of init + checked all_reduce + destroy under seeded random skew.
+"""Test job: rounds of init + checked all_reduce + destroy, with skew, on any backend.
 
 Rank 0 writes one JSON line per round with every rank's ID evidence and outcome.
-usage: python tests/jobs/churn.py OUT.jsonl MODE ROUNDS SKEW_MAX TIMEOUT [--nranks N]
+usage: python tests/jobs/churn.py OUT.jsonl --modes stock,stock,scoped [--backend gloo]
+       [--skew-max S] [--delay ROUND:RANK:SECONDS] [--timeout T] [--ranks-per-root K] [--nranks N]
 """
+import argparse
 import json
 import random
 import sys
@@ -22,39 +24,55 @@ from nccl_bench.options import JobOptions  # noqa: E402
 
 
 def main() -> int:
-    out, mode, rounds, skew_max, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-    nranks = int(sys.argv[7]) if len(sys.argv) > 7 else 3
-    opts = JobOptions(backend="gloo", nranks=nranks, init=[mode], ranks_per_root=1, timeout=timeout)
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--modes", required=True)
+    p.add_argument("--backend", default="gloo")
+    p.add_argument("--skew-max", type=float, default=0.0)
+    p.add_argument("--delay", action="append", default=[])
+    p.add_argument("--timeout", type=float, default=1.5)
+    p.add_argument("--ranks-per-root", type=int, default=1)
+    p.add_argument("--nranks", type=int, default=None)
+    a = p.parse_args()
+    modes = a.modes.split(",")
+    delays = {(int(r), int(k)): float(s) for r, k, s in (d.split(":") for d in a.delay)}
+    opts = JobOptions(backend=a.backend, nranks=a.nranks, init=sorted(set(modes)),
+                      ranks_per_root=a.ranks_per_root, timeout=a.timeout)
 
     def worker(job):
         rng = random.Random(1234 + job.rank)
-        for r in range(rounds):
-            job.store.barrier(f"churn/{r}", timeout=timeout + 30)
-            time.sleep(rng.uniform(0, skew_max))
-            plan = InitPlan(job.rank, job.nranks, mode, 1, r, job.store, namespace="churn")
-            rec = {"round": r, "rank": job.rank, "ok": False, "error": None}
-            t0 = time.monotonic()
-            comm_ref = {}
+        for r, mode in enumerate(modes):
+            job.store.barrier(f"churn/{r}", timeout=a.timeout + 60)
+            time.sleep(rng.uniform(0, a.skew_max) + delays.get((r, job.rank), 0.0))
+            plan = InitPlan(job.rank, job.nranks, mode, a.ranks_per_root, r, job.store,
+                            local_rank=job.ident.local_rank, namespace="churn")
+            rec = {"round": r, "mode": mode, "rank": job.rank, "ok": False, "error": None}
+            seen = {}
 
             def closed(c, ok, seconds):
-                comm_ref["c"] = c
+                seen["c"], rec["teardown_s"] = c, seconds
+            t0 = time.monotonic()
             try:
-                with communicator("gloo", plan, Deadline(timeout), on_close=closed) as c:
-                    x = torch.full((16,), float(job.rank + 1))
+                with communicator(a.backend, plan, Deadline(a.timeout), on_close=closed) as c:
+                    rec["init_s"] = c.timings.create
+                    x = torch.full((16,), float(job.rank + 1), device=c.device)
                     c.all_reduce(x, x, "sum")
-                    c.wait(Deadline(timeout))
+                    c.wait(Deadline(a.timeout))
                     rec["ok"] = bool((x == job.nranks * (job.nranks + 1) / 2).all())
             except CommError as e:
                 rec["error"] = e.as_dict()
             rec["elapsed"] = time.monotonic() - t0
-            ev = None
-            if "c" in comm_ref and comm_ref["c"].ids_used is not None:
-                ev = comm_ref["c"].ids_used.evidence()
-            rec["evidence"] = ev
-            everyone = job.store.all_gather_obj(f"churn/{r}/rec", rec, timeout=timeout + 30)
+            ids = seen["c"].ids_used if "c" in seen else None
+            rec["evidence"] = ids.evidence() if ids is not None else None
+            if ids is not None and hasattr(ids, "before"):
+                rec["evidence"]["before"] = ids.before
+            everyone = job.store.all_gather_obj(f"churn/{r}/rec", rec, timeout=a.timeout + 60)
             if job.rank == 0:
-                with open(out, "a") as f:
-                    f.write(json.dumps({"round": r, "ranks": everyone}) + "\n")
+                with open(a.out, "a") as f:
+                    f.write(json.dumps({"round": r, "mode": mode, "ranks": everyone}) + "\n")
+                print(f"round {r} {mode}: " + " ".join(
+                    f"r{e['rank']}:{'ok' if e['ok'] else (e['error'] or {}).get('kind', 'wrong')}"
+                    f"({e['elapsed']:.2f}s)" for e in everyone), flush=True)
         return 0
 
     return run_job([__file__, *sys.argv[1:]], opts, worker)
