@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 import traceback
+from datetime import timedelta
 from dataclasses import dataclass
 from typing import Callable
 
@@ -113,9 +114,19 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     try:
         code = guarded(lambda: worker(job))
     finally:
-        try:  # rank 0 hosts the store: nobody leaves before everyone is done with it
-            store.barrier("exit", timeout=min(store_timeout, 30.0))
-        except Exception:
-            pass
-        store.close()
+        leave(store, min(store_timeout, 30.0))
     return code
+
+
+def leave(store, timeout: float) -> None:
+    """Rank 0 hosts the store: it closes only after every rank is done with it."""
+    n, me = store.ident.world_size, store.ident.rank
+    try:
+        store.barrier("exit", timeout=timeout)
+        if me != 0:
+            store.raw.set(f"exit/left/{me}", b"1")
+        elif n > 1:
+            store.raw.wait([f"exit/left/{r}" for r in range(1, n)], timedelta(seconds=5))
+    except Exception:
+        pass  # a rank that is gone cannot be waited for; the job's verdict is already made
+    store.close()

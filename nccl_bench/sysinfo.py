@@ -122,10 +122,13 @@ def _links(nv, handles, bus) -> list[dict]:
             j = bus.get(_norm_bus(remote))
             if j is not None and j != i:
                 counts[(min(i, j), max(i, j))] = counts.get((min(i, j), max(i, j)), 0) + 1
+    active = [_active_links(nv, h) for h in handles]
     out = []
     for i in range(len(handles)):
         for j in range(i + 1, len(handles)):
             k = counts.get((i, j), 0) // 2 or counts.get((i, j), 0)
+            if not k and len(handles) == 2 and _p2p_nvlink(nv, handles[i], handles[j]):
+                k = min(active)  # remote PCI info unreadable; a pair shares all its links
             if k:
                 out.append({"gpus": [i, j], "link": f"NV{k}"})
             else:
@@ -136,6 +139,23 @@ def _links(nv, handles, bus) -> list[dict]:
                 except Exception:
                     out.append({"gpus": [i, j], "link": "?"})
     return out
+
+
+def _active_links(nv, h) -> int:
+    n = 0
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            n += nv.nvmlDeviceGetNvLinkState(h, link) == nv.NVML_FEATURE_ENABLED
+        except Exception:
+            continue
+    return n
+
+
+def _p2p_nvlink(nv, a, b) -> bool:
+    try:
+        return nv.nvmlDeviceGetP2PStatus(a, b, nv.NVML_P2P_CAPS_INDEX_NVLINK) == nv.NVML_P2P_STATUS_OK
+    except Exception:
+        return False
 
 
 def git_sha() -> str | None:

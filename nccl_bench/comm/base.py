@@ -14,12 +14,16 @@ import hashlib
 import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
 from nccl_bench.deadline import Deadline
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+# Which keyword arguments each collective method takes beyond (send, recv).
+_PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),
+                 "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm")}
 
 
 @dataclass
@@ -37,6 +41,9 @@ class InitPlan:
     proto: str | None = None  # NCCL_PROTO
     blocking: bool = False  # nccl: blocking config (bench -z) instead of nonblocking
     namespace: str = "ids"  # store namespace for ID keys (a command may scope its own)
+    # Called with the IdExchange between the ID exchange and the create, by backends that
+    # exchange IDs themselves (nccl, gloo); raising skips the create (stress --check-ids).
+    before_create: Callable[[object], None] | None = None
 
 
 @dataclass
@@ -101,6 +108,20 @@ class Communicator(ABC):
     @abstractmethod
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         """Block until enqueued work finished, or raise CommError / DeadlineExceeded."""
+
+    # --- fast launch path ----------------------------------------------------------
+    def prepare(self, collective: str, send: torch.Tensor, recv: torch.Tensor, op: str | None = None,
+                root: int | None = None, to: int | None = None, frm: int | None = None,
+                stream=None) -> Callable[[], None]:
+        """A zero-argument launcher of one collective on fixed buffers, for timing loops.
+
+        This default calls the method above each time (the stream is the caller's current
+        one); a backend may resolve pointers, counts and the stream once instead.
+        """
+        method = getattr(self, collective)
+        extra = {"op": op, "root": root, "to": to, "frm": frm}
+        kw = {k: v for k, v in extra.items() if k in _PREPARE_ARGS[collective]}
+        return lambda: method(send, recv, **kw)
 
     # --- what the library reports --------------------------------------------------
     def algo_used(self) -> str | None:

@@ -40,6 +40,8 @@ class GlooCommunicator(Communicator):
         self.ids_used = exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
                                      plan.ranks_per_root, plan.counter, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds
+        if plan.before_create is not None:
+            plan.before_create(self.ids_used)
         t0 = time.perf_counter()
         prefix = f"gloo/{id_prefix(self.ids_used.ids)}"
         store = dist.PrefixStore(prefix, plan.store.raw)

@@ -109,6 +109,8 @@ class NcclCommunicator(Communicator):
         self.ids_used = exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
                                      plan.ranks_per_root, plan.counter, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds
+        if plan.before_create is not None:
+            plan.before_create(self.ids_used)
         uids = [nc.UniqueId.from_bytes(b) for b in self.ids_used.ids]
         t0 = time.perf_counter()
         self._op_deadline = deadline
@@ -181,6 +183,48 @@ class NcclCommunicator(Communicator):
                 self.comm.send(send, to, stream=s)
                 self.comm.recv(recv, frm, stream=s)
         self._call("sendrecv", pair)
+
+    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None):
+        """Resolve pointers, counts, dtype, op and stream once; each launch is one raw binding call.
+
+        Meant for a blocking communicator (InitPlan(blocking=True)): a nonblocking one needs a
+        get_async_error() poll after every call, which this path skips.
+        """
+        from nccl.core.buffer import NcclBuffer
+        nb = self.nb
+        comm = self.comm._comm
+        st = int((stream or torch.cuda.current_stream(self.device)).cuda_stream)
+        s, r = NcclBuffer(send), NcclBuffer(recv)
+        sp, rp, dt, sc, rc = s.ptr, r.ptr, int(s.dtype), int(s.count), int(r.count)
+        red = int(self._op(op)) if op is not None else 0
+        n = self.nranks
+        calls = {
+            "all_reduce": lambda: nb.all_reduce(sp, rp, sc, dt, red, comm, st),
+            "all_gather": lambda: nb.all_gather(sp, rp, sc, dt, comm, st),
+            "reduce_scatter": lambda: nb.reduce_scatter(sp, rp, rc, dt, red, comm, st),
+            "broadcast": lambda: nb.broadcast(sp, rp, rc, dt, root, comm, st),
+            "reduce": lambda: nb.reduce(sp, rp, sc, dt, red, root, comm, st),
+            "alltoall": lambda: nb.allto_all(sp, rp, sc // n, dt, comm, st),
+        }
+        if collective == "sendrecv":
+            send_, recv_, gs, ge, cnt = nb.send, nb.recv, nb.group_start, nb.group_end, sc
+
+            def launch():
+                gs()
+                send_(sp, cnt, dt, to, comm, st)
+                recv_(rp, cnt, dt, frm, comm, st)
+                ge()
+        else:
+            launch = calls[collective]
+        if not self.blocking:
+            return lambda: self._call(collective, launch)
+
+        def checked():
+            try:
+                launch()
+            except nb.NCCLError as e:
+                raise self._err(CommError, collective, error_name(nb, e), self._last_error()) from None
+        return checked
 
     def _op(self, op: str):
         return {"sum": self.nc.SUM, "prod": self.nc.PROD, "min": self.nc.MIN,

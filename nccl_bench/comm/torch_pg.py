@@ -5,8 +5,8 @@ restart scenario in which PyTorch reuses its store keys. `stock` turns on PyTorc
 scalable path through TORCH_NCCL_RANKS_PER_ROOT; `regular` keeps it off; `scoped`
 gives each init a fresh store prefix (the workaround users can apply today).
 
-PyTorch exchanges the IDs itself, so this side keeps the evidence it can see: the
-fingerprints under PyTorch's keys just before and just after the init.
+PyTorch exchanges the IDs itself; a recording store under it notes exactly which IDs
+each rank published and read, the same evidence the other backends keep.
 """
 from __future__ import annotations
 
@@ -19,13 +19,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nccl_bench.bootstrap import IdExchange, fingerprint, id_keys, num_roots, root_index
+from nccl_bench.bootstrap import IdExchange, fingerprint
 from nccl_bench.comm.base import Communicator, InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded, EXIT_FAILED
 
-# Where ProcessGroupNCCL's keys land under the store we hand to init_process_group.
-_PG_KEY_PREFIX = "default_pg/0//cuda//"
+_ID_BYTES = 128  # sizeof(ncclUniqueId): values of this size under PyTorch's keys are IDs
 _GRACE_S = 10.0  # after the deadline and an abort, a call still blocked ends the process
 
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
@@ -60,6 +59,68 @@ class _Watchdog:
             os._exit(EXIT_FAILED)
 
 
+class RecordingStore(dist.Store):
+    """Passes every call to `inner` and notes the unique IDs PyTorch publishes and reads.
+
+    PyTorch exchanges IDs itself (broadcastUniqueNCCLID / allgatherUniqueNCCLIDs), so this
+    is how we see exactly which ID each rank used: values of ncclUniqueId's size.
+    """
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.published: dict[str, str] = {}
+        self.read: dict[str, str] = {}
+
+    def _note(self, book, key, value):
+        if len(value) == _ID_BYTES:
+            book[key] = fingerprint(bytes(value))
+
+    def set(self, key, value):
+        self._note(self.published, key, value)
+        return self.inner.set(key, value)
+
+    def get(self, key):
+        value = self.inner.get(key)
+        self._note(self.read, key, value)
+        return value
+
+    def multi_get(self, keys):
+        values = self.inner.multi_get(keys)
+        for k, v in zip(keys, values):
+            self._note(self.read, k, v)
+        return values
+
+    def multi_set(self, keys, values):
+        for k, v in zip(keys, values):
+            self._note(self.published, k, v)
+        return self.inner.multi_set(keys, values)
+
+    def add(self, key, n):
+        return self.inner.add(key, n)
+
+    def compare_set(self, key, expected, desired):
+        return self.inner.compare_set(key, expected, desired)
+
+    def check(self, keys):
+        return self.inner.check(keys)
+
+    def wait(self, keys, timeout=None):
+        return self.inner.wait(keys) if timeout is None else self.inner.wait(keys, timeout)
+
+    def delete_key(self, key):
+        return self.inner.delete_key(key)
+
+    def num_keys(self):
+        return self.inner.num_keys()
+
+    def set_timeout(self, timeout):
+        return self.inner.set_timeout(timeout)
+
+    def append(self, key, value):
+        return self.inner.append(key, value)
+
+
 class TorchCommunicator(Communicator):
     name = "torch"
     needs_gpu = True
@@ -68,7 +129,6 @@ class TorchCommunicator(Communicator):
         super().__init__()
         self.pg = None
         self._works: list = []
-        self._keys: list[str] = []
         self._store = None
 
     def create(self, plan: InitPlan, deadline: Deadline) -> None:
@@ -84,13 +144,7 @@ class TorchCommunicator(Communicator):
         os.environ["TORCH_NCCL_USE_COMM_NONBLOCKING"] = "1"
         os.environ["TORCH_NCCL_NONBLOCKING_TIMEOUT"] = str(max(1, math.ceil(deadline.remaining())))
         scope = f"torch/{plan.namespace}" + (f"/{plan.counter}" if plan.mode == "scoped" else "")
-        self._store = dist.PrefixStore(scope, plan.store.raw)
-        nroots = num_roots(plan.nranks, plan.ranks_per_root) if scalable and plan.nranks > plan.ranks_per_root else 1
-        if scalable and nroots > 1:
-            self._keys = [_PG_KEY_PREFIX + k for k in id_keys("stock", 0, nroots)]
-        else:  # PyTorch's broadcast path: key is its per-PG comm counter, restarting at 0
-            self._keys = [_PG_KEY_PREFIX + "0"]
-        before = self._peek()
+        self._store = RecordingStore(dist.PrefixStore(scope, plan.store.raw))
         t0 = time.perf_counter()
         with _Watchdog(self, deadline, "init") as wd:
             try:
@@ -102,27 +156,23 @@ class TorchCommunicator(Communicator):
                 dist.all_reduce(probe)
                 torch.cuda.synchronize(self.device)
             except Exception as e:
-                self._record(before, plan)
+                self._record(plan)
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                 raise self._err(kind, "init", _torch_error_name(e), _first_line(e)) from None
         self.timings.create = time.perf_counter() - t0
-        self._record(before, plan)
+        self._record(plan)
         self.created = True
 
-    def _peek(self) -> list[str]:
-        out = []
-        for k in self._keys:
-            try:
-                out.append(fingerprint(self._store.get(k)) if self._store.check([k]) else "-")
-            except Exception:
-                out.append("?")
-        return out
-
-    def _record(self, before: list[str], plan: InitPlan) -> None:
-        after = self._peek()
-        ex = IdExchange(plan.mode, plan.counter, plan.rank, len(self._keys), list(self._keys),
-                        fingerprints=after, published_root=root_index(plan.rank, plan.nranks, len(self._keys)))
-        ex.before = before  # what was under PyTorch's keys as this rank entered init
+    def _record(self, plan: InitPlan) -> None:
+        """The IDs PyTorch read (in key order: root order) and published on this rank."""
+        st = self._store
+        seen = {**st.published, **st.read}  # a broadcast root reads nothing: it used what it set
+        keys = sorted(seen, key=_root_order)
+        ex = IdExchange(plan.mode, plan.counter, plan.rank, len(keys), keys,
+                        fingerprints=[seen[k] for k in keys])
+        if st.published:
+            key, fp = next(iter(st.published.items()))
+            ex.published, ex.published_root = fp, _root_order(key)
         self.ids_used = ex
 
     def destroy(self) -> None:
@@ -185,6 +235,12 @@ class TorchCommunicator(Communicator):
             except Exception as e:
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                 raise self._err(kind, op, _torch_error_name(e), _first_line(e)) from None
+
+
+def _root_order(key: str) -> int:
+    """Root number from 'UniqueNCCLID:<i>' keys; PyTorch's single broadcast key is root 0."""
+    tail = key.rsplit("UniqueNCCLID:", 1)
+    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else 0
 
 
 def _first_line(e: Exception) -> str:

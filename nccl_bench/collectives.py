@@ -1,0 +1,208 @@
+"""The table of collectives: one small frozen record each, registered by name.
+
+A record says what nccl-tests' per-collective file says: how a byte size becomes
+per-rank element counts (with nccl-tests' rounding), where the in-place buffers sit,
+which rank's input lands where in the output (so the expected result is exactly
+predictable), the busbw factor, and which Communicator method launches it. The engine
+(nccl_bench.sweep) never asks which collective it runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from nccl_bench.errors import UsageError
+
+ALL = -1  # Segment.source: the reduction over every rank's input
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Element counts for one size: what each rank sends and receives, and nccl-tests' `count`."""
+
+    count: int  # nccl-tests' `count` column (elements per rank the call is given)
+    send: int  # elements in this rank's send buffer
+    recv: int  # elements in this rank's receive buffer
+    bytes: int  # nccl-tests' `size` column: bytes of the larger buffer
+    send_inplace: int = 0  # in place: where the send view starts inside the receive buffer
+    recv_inplace: int = 0  # in place: where the receive view starts inside the send buffer
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Output elements [out, out+length) equal input elements [src, src+length) of `source`."""
+
+    out: int
+    length: int
+    source: int  # a rank, or ALL for the reduction over ranks
+    src: int = 0
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    nccl_name: str | None  # how NCCL names it in its TUNING log; None: point-to-point, no algorithm
+    layout: Callable[[int, int, int, int], Layout]  # (bytes, elt size, nranks, rank) -> Layout
+    segments: Callable[[Layout, int, int, int], list[Segment]]  # (layout, rank, nranks, root)
+    factor: Callable[[int], float]  # busbw = algbw * factor(nranks)
+    reduces: bool = False  # takes a reduction op
+    rooted: bool = False  # takes a root
+    ring_peers: bool = False  # sends to rank+1 and receives from rank-1 (as nccl-tests' sendrecv)
+    algos: tuple[str, ...] = ()  # NCCL algorithms that can run it (empty: point-to-point)
+
+    def call_args(self, op: str, root: int, rank: int, nranks: int) -> dict:
+        """Keyword arguments of Communicator.prepare() beyond the buffers."""
+        args = {}
+        if self.reduces:
+            args["op"] = op
+        if self.rooted:
+            args["root"] = root
+        if self.ring_peers:
+            args["to"], args["frm"] = (rank + 1) % nranks, (rank - 1) % nranks
+        return args
+
+
+REGISTRY: dict[str, Collective] = {}
+
+
+def register(c: Collective) -> Collective:
+    REGISTRY[c.name] = c
+    return c
+
+
+def get(name: str) -> Collective:
+    if name not in REGISTRY:
+        raise UsageError(f"unknown collective '{name}' (choose from {', '.join(REGISTRY)} or all)")
+    return REGISTRY[name]
+
+
+# --- nccl-tests' rounding (src/*.cu getCollByteCount) -------------------------------------------
+def _aligned_chunk(nbytes: int, elt: int, nranks: int) -> int:
+    """Per-rank elements of a chunked collective: count / nranks, rounded down to 16 bytes."""
+    return (nbytes // elt // nranks) & -max(16 // elt, 1)
+
+
+def _whole(nbytes, elt, nranks, rank) -> Layout:
+    n = nbytes // elt
+    return Layout(count=n, send=n, recv=n, bytes=n * elt)
+
+
+def _gather_like(nbytes, elt, nranks, rank) -> Layout:  # all_gather: send a chunk, receive all
+    base = _aligned_chunk(nbytes, elt, nranks)
+    return Layout(count=base, send=base, recv=base * nranks, bytes=base * nranks * elt, send_inplace=rank * base)
+
+
+def _scatter_like(nbytes, elt, nranks, rank) -> Layout:  # reduce_scatter: send all, receive a chunk
+    base = _aligned_chunk(nbytes, elt, nranks)
+    return Layout(count=base, send=base * nranks, recv=base, bytes=base * nranks * elt, recv_inplace=rank * base)
+
+
+def _alltoall(nbytes, elt, nranks, rank) -> Layout:
+    base = _aligned_chunk(nbytes, elt, nranks)
+    return Layout(count=base, send=base * nranks, recv=base * nranks, bytes=base * nranks * elt)
+
+
+# --- busbw factors (design.md: nccl-tests' formulas) ---------------------------------------------
+def allreduce_factor(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+def chunked_factor(n: int) -> float:
+    return (n - 1) / n
+
+
+def one(n: int) -> float:
+    return 1.0
+
+
+REDUCE_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstree")
+
+register(Collective(
+    "all_reduce", "AllReduce", _whole, lambda lay, r, n, root: [Segment(0, lay.recv, ALL)],
+    allreduce_factor, reduces=True, algos=REDUCE_ALGOS))
+register(Collective(
+    "all_gather", "AllGather", _gather_like,
+    lambda lay, r, n, root: [Segment(j * lay.count, lay.count, j) for j in range(n)],
+    chunked_factor, algos=("ring", "nvls", "collnetdirect", "pat")))
+register(Collective(
+    "reduce_scatter", "ReduceScatter", _scatter_like,
+    lambda lay, r, n, root: [Segment(0, lay.count, ALL, r * lay.count)],
+    chunked_factor, reduces=True, algos=("ring", "nvls", "collnetdirect", "pat")))
+register(Collective(
+    "broadcast", "Broadcast", _whole, lambda lay, r, n, root: [Segment(0, lay.recv, root)],
+    one, rooted=True, algos=("ring",)))
+register(Collective(
+    "reduce", "Reduce", _whole, lambda lay, r, n, root: [Segment(0, lay.recv, ALL)] if r == root else [],
+    one, reduces=True, rooted=True, algos=("ring",)))
+register(Collective(
+    "alltoall", None, _alltoall,
+    lambda lay, r, n, root: [Segment(j * lay.count, lay.count, j, r * lay.count) for j in range(n)],
+    chunked_factor))
+register(Collective(
+    "sendrecv", None, _whole, lambda lay, r, n, root: [Segment(0, lay.recv, (r - 1) % n)], one,
+    ring_peers=True))
+
+NAMES = tuple(REGISTRY)
+
+
+# --- input data and exactly predictable results ---------------------------------------------------
+# Small integers (1..23, or 1/2 for prod), so that sums over ranks, products, min and max
+# are exact in every dtype, including int8 (up to 5 ranks without wrap) and bfloat16.
+CHUNK = 1 << 26  # elements per step when filling and checking, to bound temporary memory
+
+
+def pattern(rank: int, start: int, length: int, op: str, nranks: int, device) -> "torch.Tensor":
+    """Rank `rank`'s input elements [start, start+length) as int64."""
+    import torch
+    i = torch.arange(start, start + length, device=device, dtype=torch.int64)
+    if op == "prod":  # one rank contributes 2 per element: the product is exactly 2
+        return 1 + (i % nranks == rank).to(torch.int64)
+    return (i * 31 + (i // 23) * 7 + rank * 13) % 23 + 1
+
+
+def reduced(start: int, length: int, op: str, nranks: int, device) -> "torch.Tensor":
+    """The reduction over all ranks of input elements [start, start+length) (int64, float64 for avg)."""
+    import torch
+    acc = pattern(0, start, length, op, nranks, device)
+    for r in range(1, nranks):
+        x = pattern(r, start, length, op, nranks, device)
+        if op in ("sum", "avg"):
+            acc += x
+        elif op == "prod":
+            acc *= x
+        elif op == "min":
+            torch.minimum(acc, x, out=acc)
+        else:
+            torch.maximum(acc, x, out=acc)
+    return acc.double() / nranks if op == "avg" else acc
+
+
+def fill(t, rank: int, op: str, nranks: int) -> None:
+    """Write rank `rank`'s input into tensor `t` (any dtype), chunk by chunk."""
+    for a in range(0, t.numel(), CHUNK):
+        b = min(a + CHUNK, t.numel())
+        t[a:b].copy_(pattern(rank, a, b - a, op, nranks, t.device))
+
+
+def expected(seg: Segment, a: int, b: int, op: str, nranks: int, device):
+    """Expected values of output elements seg.out+a .. seg.out+b."""
+    if seg.source == ALL:
+        return reduced(seg.src + a, b - a, op, nranks, device)
+    return pattern(seg.source, seg.src + a, b - a, op, nranks, device)
+
+
+def count_wrong(recv, segments: list[Segment], op: str, nranks: int) -> int:
+    """Elements of `recv` that differ from the expected values (a tolerance only for avg)."""
+    import torch
+    wrong = 0
+    for seg in segments:
+        for a in range(0, seg.length, CHUNK):
+            b = min(a + CHUNK, seg.length)
+            got = recv[seg.out + a: seg.out + b]
+            want = expected(seg, a, b, op, nranks, recv.device)
+            if op == "avg" and got.is_floating_point():  # NCCL may pre-scale by 1/n: allow rounding
+                tol = 4 * torch.finfo(got.dtype).eps * want.abs() + 1e-12
+                wrong += int(((got.double() - want).abs() > tol).sum())
+            else:
+                wrong += int((got != want.to(got.dtype)).sum())
+    return wrong

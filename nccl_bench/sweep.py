@@ -1,0 +1,162 @@
+"""The engine: for one collective on one communicator, sweep sizes, time, check, aggregate.
+
+Per size, out-of-place then in-place: time the launch loop (nccl_bench.timing), then run
+`check` separate iterations on freshly filled inputs and count the elements that differ
+from the exactly predictable result. After the sweep the ranks' times and wrong counts
+are gathered through the job store and aggregated (rank0 / avg / min / max of the time,
+sum of #wrong); bandwidths follow nccl-tests: algbw = size / time, busbw = algbw * factor.
+The engine never asks which collective it runs: the record says everything.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+from nccl_bench import markers
+from nccl_bench.collectives import Collective, Layout, count_wrong, fill
+from nccl_bench.deadline import Deadline
+from nccl_bench.errors import UsageError
+from nccl_bench.timing import TimingPlan, seconds_per_op
+
+AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
+PLACES = ("out_of_place", "in_place")
+
+
+def size_steps(min_bytes: int, max_bytes: int, factor: float | None, step: int | None) -> list[int]:
+    """nccl-tests' sweep: multiply by `factor` when given, else add `step` bytes."""
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(int(size))
+        nxt = size * factor if factor else size + step
+        if int(nxt) <= size:
+            break
+        size = int(nxt)
+    return out
+
+
+def aggregate(values: list[float], how: str) -> float:
+    if how == "rank0":
+        return values[0]
+    if how == "min":
+        return min(values)
+    if how == "max":
+        return max(values)
+    return sum(values) / len(values)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    sizes: list[int]
+    dtype: torch.dtype
+    type_name: str  # nccl-tests' name: float, half, bfloat16, ...
+    op: str = "sum"
+    root: int = 0
+    timing: TimingPlan = field(default_factory=TimingPlan)
+    check: int = 1  # check iterations per size and placement (-c); 0 = no check
+    aggregate: str = "avg"
+    timeout: float = 60.0  # seconds a timing pass or a check may take before it is a hang
+
+    def __post_init__(self):
+        if self.aggregate not in AGGREGATES:
+            raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
+        if self.check < 0:
+            raise UsageError(f"-c/--check must be >= 0, got {self.check}")
+
+
+def _views(send_buf, recv_buf, lay: Layout, in_place: bool):
+    """(send, recv) tensors for one size; in place they share the larger buffer, as in nccl-tests."""
+    if not in_place:
+        return send_buf[:lay.send], recv_buf[:lay.recv]
+    if lay.recv >= lay.send:
+        buf = recv_buf[:lay.recv]
+        send = buf if lay.send == lay.recv and lay.send_inplace == 0 else buf[lay.send_inplace:lay.send_inplace + lay.send]
+        return send, buf
+    buf = send_buf[:lay.send]
+    return buf, buf[lay.recv_inplace:lay.recv_inplace + lay.recv]
+
+
+class Sweep:
+    """Runs one collective's sweep on one communicator; `rows()` are this job's aggregated rows."""
+
+    def __init__(self, job, comm, coll: Collective, plan: SweepPlan, tag: str, progress: bool = False):
+        self.job, self.comm, self.coll, self.plan, self.tag = job, comm, coll, plan, tag
+        self.progress = progress and job.rank == 0
+        self.stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
+        elt = torch.empty((), dtype=plan.dtype).element_size()
+        layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
+        self.layouts = [lay for lay in layouts if lay.send and lay.recv]  # nothing to move: no row
+        self.args = coll.call_args(plan.op, plan.root, job.rank, job.nranks)
+
+    def _wait(self):
+        self.comm.wait(Deadline(self.plan.timeout), self.coll.name)
+
+    def _launcher(self, send, recv):
+        return lambda stream: self.comm.prepare(self.coll.name, send, recv, stream=stream, **self.args)
+
+    def _check(self, send, recv, lay: Layout) -> int:
+        segments = self.coll.segments(lay, self.job.rank, self.job.nranks, self.plan.root)
+        wrong = 0
+        for _ in range(self.plan.check):
+            recv.zero_()  # inputs are >= 1: a result never written shows up as wrong
+            fill(send, self.job.rank, self.plan.op, self.job.nranks)
+            self.comm.prepare(self.coll.name, send, recv, stream=self.stream, **self.args)()
+            self._wait()
+            wrong += count_wrong(recv, segments, self.plan.op, self.job.nranks)
+        return wrong
+
+    def _measure(self) -> list[list]:
+        """This rank's [time_oop, time_ip, wrong_oop, wrong_ip] per size."""
+        p, dev = self.plan, self.comm.device
+        send_buf = torch.zeros(max(lay.send for lay in self.layouts), dtype=p.dtype, device=dev)
+        recv_buf = torch.zeros(max(lay.recv for lay in self.layouts), dtype=p.dtype, device=dev)
+        mine = []
+        for i, lay in enumerate(self.layouts):
+            self._show(i, lay)
+            with markers.span("size", bytes=lay.bytes, collective=self.coll.name):
+                times, wrongs = [], []
+                for in_place in (False, True):
+                    send, recv = _views(send_buf, recv_buf, lay, in_place)
+                    times.append(seconds_per_op(self._launcher(send, recv), p.timing, self._wait, self.stream))
+                    wrongs.append(self._check(send, recv, lay) if p.check else None)
+                mine.append(times + wrongs)
+        self._show(None, None)
+        del send_buf, recv_buf
+        return mine
+
+    def rows(self) -> list[dict]:
+        """Measure on every rank, then aggregate across ranks; every rank returns the same rows."""
+        if not self.layouts:
+            return []
+        with markers.span("collective", collective=self.coll.name, run=self.tag):
+            if self.stream is not None:
+                with torch.cuda.stream(self.stream):
+                    mine = self._measure()
+            else:
+                mine = self._measure()
+        everyone = self.job.store.all_gather_obj(f"bench/{self.tag}/{self.coll.name}", mine,
+                                                 timeout=self.plan.timeout + 60)
+        return [self._row(i, lay, [e[i] for e in everyone]) for i, lay in enumerate(self.layouts)]
+
+    def _row(self, i: int, lay: Layout, per_rank: list[list]) -> dict:
+        p, coll = self.plan, self.coll
+        row = {"collective": coll.name, "size": lay.bytes, "count": lay.count, "type": p.type_name,
+               "redop": p.op if coll.reduces else "none", "root": p.root if coll.rooted else -1}
+        for k, place in enumerate(PLACES):
+            t = aggregate([r[k] for r in per_rank], p.aggregate)
+            wrong = None if per_rank[0][2 + k] is None else sum(r[2 + k] for r in per_rank)
+            algbw = lay.bytes / t / 1e9 if t > 0 else 0.0
+            row[place] = {"time": t * 1e6, "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
+                          "nwrong": wrong}
+        return row
+
+    def _show(self, i, lay) -> None:
+        """A progress line on stderr, only when it is a terminal."""
+        if not self.progress or not sys.stderr.isatty():
+            return
+        if lay is None:
+            sys.stderr.write("\r\033[K")
+        else:
+            sys.stderr.write(f"\r\033[K{self.tag} {self.coll.name}: {lay.bytes} B ({i + 1}/{len(self.layouts)})")
+        sys.stderr.flush()

@@ -1,0 +1,31 @@
+"""GPU integration runs declared as data: name, GPUs needed, timeout, command, expectation.
+
+tests/test_gpu.py runs each on a machine with enough GPUs and skips it with a reason
+elsewhere. Commands are argv lists for `python`; `expect` names a check in test_gpu.py.
+"""
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GpuCase:
+    name: str
+    gpus: int
+    timeout: float
+    argv: list = field(default_factory=list)
+    expect: str = "exit0"
+
+
+CASES = [
+    GpuCase("smoke-nccl-all-modes", 2, 120,
+            ["-m", "nccl_bench", "smoke", "--backend", "nccl", "--ranks-per-root", "1"]),
+    GpuCase("smoke-torch-all-modes", 2, 120,
+            ["-m", "nccl_bench", "smoke", "--backend", "torch", "--ranks-per-root", "1"]),
+    # stock with root 1 held back 3 s in round 1: stale ID, hang bounded by the 10 s deadline,
+    # abort recovers and the next (scoped) init works
+    GpuCase("nccl-stock-stale-then-recover", 2, 180,
+            ["tests/jobs/churn.py", "{tmp}/nccl.jsonl", "--backend", "nccl", "--modes", "stock,stock,scoped",
+             "--delay", "1:1:3", "--timeout", "10"], expect="stale-round-1-then-ok"),
+    GpuCase("torch-stock-stale-then-recover", 2, 200,
+            ["tests/jobs/churn.py", "{tmp}/torch.jsonl", "--backend", "torch", "--modes", "stock,stock,scoped",
+             "--delay", "1:1:3", "--timeout", "12"], expect="stale-round-1-then-ok"),
+]

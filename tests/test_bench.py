@@ -1,0 +1,106 @@
+"""`bench` as users run it: real multi-process jobs on gloo, JSON fields, bad input."""
+import json
+
+import pytest
+
+from helpers import one_line_error, run
+from nccl_bench.bench import BenchOptions, _exit_code, footer, table
+from nccl_bench.errors import UsageError
+from nccl_bench.options import JobOptions
+
+SMALL = ["--backend", "gloo", "-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-c", "1"]
+
+
+def bench(tmp_path, *args, name="out.json"):
+    out = tmp_path / name
+    proc = run(["-m", "nccl_bench", "bench", *SMALL, *args, "--json", str(out)], timeout=120)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_all_collectives_three_ranks_two_init_modes(tmp_path):
+    proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all", "--init", "regular,scoped")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = doc["rows"]
+    names = {r["collective"] for r in rows}
+    assert names == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"}
+    assert {r["init"] for r in rows} == {"regular", "scoped"}
+    for r in rows:
+        assert set(r) >= {"size", "count", "type", "redop", "root", "out_of_place", "in_place",
+                          "collective", "algo", "init"}
+        for place in ("out_of_place", "in_place"):
+            assert set(r[place]) == {"time", "alg_bw", "bus_bw", "nwrong"}
+            assert r[place]["nwrong"] == 0
+            assert r[place]["alg_bw"] == pytest.approx(r["size"] / (r[place]["time"] * 1e-6) / 1e9)
+        factor = {"all_reduce": 4 / 3, "all_gather": 2 / 3, "reduce_scatter": 2 / 3, "alltoall": 2 / 3}.get(
+            r["collective"], 1.0)
+        assert r["out_of_place"]["bus_bw"] == pytest.approx(r["out_of_place"]["alg_bw"] * factor)
+    ag = [r for r in rows if r["collective"] == "all_gather" and r["init"] == "regular"]
+    assert [r["size"] for r in ag] == [48, 480, 4080]  # 8 B has no element per rank; 16-byte chunks
+    meta = doc["meta"]
+    assert meta["backend"] == "gloo" and meta["bench"]["nranks"] == 3 and "versions" in meta and "git_sha" in meta
+    assert "# Out of bounds values : 0 OK" in proc.stdout and "# Avg bus bandwidth" in proc.stdout
+    assert "size" in proc.stdout and "busbw" in proc.stdout and "#wrong" in proc.stdout
+
+
+def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
+    proc, doc = bench(tmp_path, "--collective", "all_reduce,reduce_scatter,reduce", "-o", "avg", "-d", "half",
+                      "-a", "2", "-r", "1", "-z")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {r["type"] for r in doc["rows"]} == {"half"} and {r["redop"] for r in doc["rows"]} == {"avg"}
+    assert {r["root"] for r in doc["rows"] if r["collective"] == "reduce"} == {1}
+    assert doc["meta"]["bench"]["average"] == "min" and doc["meta"]["bench"]["blocking"] is True
+    before = (tmp_path / "out.json").read_text()
+    err = one_line_error(run(["-m", "nccl_bench", "bench", *SMALL, "--json", str(tmp_path / "out.json")]))
+    assert "never overwritten" in err
+    assert (tmp_path / "out.json").read_text() == before
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-b", "1M", "-e", "1K"], "larger than -e"),
+    (["-f", "1"], "stepfactor must be > 1"),
+    (["--collective", "gather"], "unknown collective"),
+    (["-G", "5"], "-G/--cudagraph needs --backend nccl"),
+])
+def test_bad_input_one_line_exit_2(args, needle):
+    err = one_line_error(run(["-m", "nccl_bench", "bench", "--backend", "gloo", *args]))
+    assert needle in err
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"dtype": "float8"}, "unknown type"),
+    ({"op": "mul"}, "unknown reduction"),
+    ({"op": "avg", "dtype": "int32"}, "avg needs a floating type"),
+    ({"factor": 0.5}, "stepfactor"),
+    ({"max_bytes": 1 << 40}, "too large"),
+    ({"algos": ["tree"], "collectives": ["all_gather"]}, "no collective"),
+    ({"algos": ["fast"]}, "unknown algorithm"),
+    ({"aggregate": "median"}, "-a/--average"),
+    ({"iters": 0}, "-n/--iters"),
+])
+def test_bad_options(kw, needle):
+    with pytest.raises(UsageError, match=needle.replace("/", ".")):
+        BenchOptions(job=JobOptions(backend="gloo"), **kw)
+
+
+def test_algo_pairs_skip_what_nccl_lacks():
+    o = BenchOptions(job=JobOptions(backend="gloo"), collectives=["all"], algos=["ring", "tree"])
+    pairs = o.pairs()
+    assert ("tree", "all_reduce") in pairs and ("tree", "all_gather") not in pairs
+    assert ("ring", "sendrecv") in pairs and ("tree", "sendrecv") not in pairs  # p2p once
+    assert ("tree", "broadcast") in o.skipped()
+
+
+def _row(wrong, algo="default", confirmed=None):
+    place = {"time": 10.0, "alg_bw": 1.0, "bus_bw": 2.0, "nwrong": wrong}
+    return {"collective": "all_reduce", "size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
+            "out_of_place": place, "in_place": dict(place), "algo": algo, "algo_confirmed": confirmed}
+
+
+def test_wrong_values_and_unconfirmed_algo_exit_1():
+    o = BenchOptions(job=JobOptions(backend="gloo"))
+    assert _exit_code([_row(0)], {}, o) == 0
+    assert _exit_code([_row(3)], {}, o) == 1
+    assert "# Out of bounds values : 6 FAILED" in footer([_row(3)])
+    assert _exit_code([_row(0, "tree", "TREE")], {}, o) == 0
+    assert _exit_code([_row(0, "tree", "RING")], {}, o) == 1
+    assert "N/A" in table([_row(None)], "t")
