@@ -8,6 +8,11 @@ from nccl_bench.errors import UsageError
 COMMANDS = {
     "info": ("nccl_bench.info", "versions, GPUs, links, launcher, stale-key verdict"),
     "smoke": ("nccl_bench.smoke", "one init + checked all_reduce + destroy per init mode"),
+    "init": ("nccl_bench.initbench", "init latency per phase and mode; --simulate-ranks N: ID exchange at scale"),
+    "bench": ("nccl_bench.bench", "nccl-tests-style busbw sweep of every collective (table + JSON)"),
+    "stress": ("stress.command", "churn communicator re-inits under skew; verdicts, diagnosis, journal"),
+    "accept": ("nccl_bench.accept", "doctor + bandwidth + init + short stress judged by a hardware profile"),
+    "doctor": ("nccl_bench.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
 }
 
 

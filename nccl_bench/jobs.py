@@ -3,10 +3,13 @@
 For callers that sit outside a job (asv benchmarks, accept): the job runs in its own
 session and is killed as a whole (SIGKILL to its process group; the workers die with
 their launcher through PR_SET_PDEATHSIG) when it outlives `timeout`, so nothing
-outlives the caller's own timeout.
+outlives the caller's own timeout. The launcher itself dies with the caller too
+(PR_SET_PDEATHSIG), so a caller killed from outside (asv's timeout kills only its own
+process group, which a new session leaves) takes its job along.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -14,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from nccl_bench.sysinfo import REPO
 
@@ -26,14 +30,26 @@ class JobFailed(RuntimeError):
         super().__init__(f"{' '.join(argv[:4])} ...: {reason}")
 
 
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
 def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: dict | None = None,
-             ok_codes: tuple[int, ...] = (0,)) -> dict:
-    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns the parsed file."""
+             ok_codes: tuple[int, ...] = (0,), suffix: str = ".json",
+             read: Callable[[Path], dict] = read_json) -> dict:
+    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns read(TMP).
+
+    `suffix` names the result file (e.g. ".jsonl" for a journal); `read` parses it, or a
+    file the command writes beside it (e.g. a summary), while the folder still exists.
+    """
+    if timeout <= 0:
+        raise JobFailed(argv, "no time left to start it (the caller's budget is spent)")
     with tempfile.TemporaryDirectory(prefix="nccl_bench_job_") as tmp:
-        out = Path(tmp) / "result.json"
+        out = Path(tmp) / f"result{suffix}"
         cmd = [sys.executable, "-m", *argv, json_flag, str(out)]
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=_die_with_parent)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -44,8 +60,28 @@ def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: di
             raise
         if proc.returncode not in ok_codes or not out.exists():
             tail = (stderr or stdout or "").strip().splitlines()[-3:]
-            raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail)}", proc.returncode)
-        return json.loads(out.read_text())
+            raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail) or 'no output'}", proc.returncode)
+        try:
+            return read(out)
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            raise JobFailed(argv, f"exit {proc.returncode} but its result is unreadable: "
+                                  f"{type(e).__name__}: {e}", proc.returncode) from None
+
+
+def _libc():
+    try:  # loaded here, not in the forked child (no dlopen between fork and exec)
+        return ctypes.CDLL("libc.so.6", use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the caller dies (Linux; elsewhere a no-op)."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,0 +1,101 @@
+"""`python -m stress`: parse, check the journal before anything starts, and launch the job."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nccl_bench import launch
+from nccl_bench.bootstrap import MODES
+from nccl_bench.cli import Parser, run_job
+from nccl_bench.comm import default_backend
+from nccl_bench.errors import UsageError
+from nccl_bench.options import JobOptions, split_list
+from stress import journal, schedule
+from stress.loop import worker
+from stress.options import ON_FAILURE, Injection, StressOptions, default_timeout
+from stress.verify import CHECKS
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m stress", description="churn communicator re-inits under seeded skew; "
+               "classify every failure and explain it from every rank's evidence")
+    p.add_argument("--rounds", type=int, default=100, help="rounds per init mode (default 100)")
+    p.add_argument("--init", default="scoped", help="regular | stock | scoped | all (each in turn, compared)")
+    p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
+    p.add_argument("--nranks", type=int, default=None, help="ranks to launch locally (default: one per GPU, 2 on CPU)")
+    p.add_argument("--ranks-per-root", type=int, default=1,
+                   help="ranks per unique-ID root (default 1: every rank a root, as in the seed)")
+    p.add_argument("--skew-max", type=float, default=0.05, help="max random sleep per rank before init, s (0.05)")
+    p.add_argument("--seed", type=int, default=0, help="skew schedule seed (default 0)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="per-round deadline, s (default 3 on GPU backends, 2 on gloo)")
+    p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(CHECKS))
+    p.add_argument("--bytes", type=int, default=4096, help="bytes of its largest buffer (default 4096)")
+    p.add_argument("--on-failure", default="continue", help=" | ".join(ON_FAILURE))
+    p.add_argument("--journal", default=None, help="JSON-lines journal (default results/stress-<machine>-<time>.jsonl)")
+    p.add_argument("--summary-json", default=None, metavar="PATH",
+                   help="write the summary here (default: <journal>-summary.json); without --journal "
+                        "the journal goes beside it as <PATH stem>.journal.jsonl")
+    p.add_argument("--resume", action="store_true", help="continue the --journal where it ends")
+    p.add_argument("--check-ids", action="store_true",
+                   help="compare ID fingerprints through the store before init (catches stale IDs)")
+    p.add_argument("--baseline", type=int, default=0, metavar="N",
+                   help="first measure N bare init+destroy cycles (and N with the verify op) for the raw rate")
+    p.add_argument("--inject", action="append", default=[], metavar="KIND:ROUND:RANK[:S]",
+                   help="fault injection for testing: wrong:R:K corrupts rank K's result in round R; "
+                        "delay:R:K:S delays rank K by S seconds in round R")
+    p.add_argument("--print-schedule", action="store_true", help="print the skew schedule and exit")
+    return p
+
+
+def options(a) -> StressOptions:
+    backend = a.backend or default_backend()
+    job = JobOptions(backend=backend, nranks=a.nranks, init=split_list(a.init, MODES, "init mode", "all"),
+                     ranks_per_root=a.ranks_per_root,
+                     timeout=default_timeout(backend) if a.timeout is None else a.timeout)
+    return StressOptions(job, rounds=a.rounds, skew_max=a.skew_max, seed=a.seed, collective=a.collective,
+                         bytes=a.bytes, on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
+                         journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
+                                               if a.summary_json else None),
+                         check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject])
+
+
+def check_journal(opts: StressOptions, nranks: int) -> str:
+    """In the driver, before any process starts: the journal to write or continue (exit 2 if not)."""
+    if opts.summary_json:
+        s = Path(opts.summary_json)
+        if s.exists() or not s.parent.is_dir():
+            raise UsageError(f"--summary-json {s}: " + ("already exists; results are never overwritten"
+                                                        if s.exists() else f"folder {s.parent} does not exist"))
+    if opts.resume:
+        journal.check_resumable(journal.read(opts.journal), opts.identity(nranks), opts.journal)
+        return opts.journal
+    if opts.journal:
+        journal.check_new(opts.journal)
+        return opts.journal
+    path = journal.default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)  # results/ may not exist in a fresh checkout
+    journal.check_new(path)
+    return str(path)
+
+
+def main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    opts = options(a)
+    nranks = opts.job.local_ranks()
+    if a.print_schedule:
+        print(schedule.render(opts.seed, opts.rounds, nranks, opts.skew_max))
+        return 0
+    if launch.detect() is None:  # the driver: fix the journal's name so every worker agrees on it
+        if opts.job.backend == "gloo":  # a stale gloo rendezvous times out by design: no C++ warnings
+            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+        path = check_journal(opts, nranks)
+        if opts.journal is None:
+            argv = [*argv, "--journal", path]
+        opts.journal = path
+    elif opts.journal is None:  # under a launcher: rank 0 names it (only rank 0 writes it)
+        path = journal.default_path()
+        if launch.detect().rank == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        opts.journal = str(path)
+    return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal))

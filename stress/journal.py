@@ -1,0 +1,117 @@
+"""A crash-safe journal: one JSON line per round, flushed and fsynced before the next round.
+
+The first line is a header (schema, options, metadata). A kill -9 of the whole job loses
+at most the round in flight: a torn last line is ignored on reading. `--resume` continues
+after the last complete round of a journal written with the same options; anything else
+(unreadable, foreign, other options) is bad input, and an existing journal is never
+truncated or rewritten, only appended to.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nccl_bench.errors import UsageError
+from nccl_bench.sysinfo import REPO, machine_name
+
+SCHEMA = "nccl_bench.stress.journal/1"
+
+
+def default_path() -> Path:
+    return REPO / "results" / f"stress-{machine_name()}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+
+
+@dataclass
+class Contents:
+    """What a journal holds: its header and its complete round lines, in order."""
+
+    header: dict
+    rounds: list[dict] = field(default_factory=list)
+    torn: int = 0  # lines that did not parse (a round cut by a kill)
+
+    def done(self) -> set[tuple[str, int]]:
+        return {(r["mode"], r["round"]) for r in self.rounds}
+
+
+def read(path: str | Path) -> Contents:
+    """Parse a journal or raise UsageError saying why it cannot be continued."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise UsageError(f"--resume: journal {p} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--resume: cannot read journal {p}: {getattr(e, 'strerror', None) or e}") from None
+    lines = text.splitlines()
+    try:
+        header = json.loads(lines[0]) if lines else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("schema") != SCHEMA or header.get("type") != "header":
+        raise UsageError(f"--resume: {p} is not a stress journal (no '{SCHEMA}' header on its first line)")
+    out = Contents(header)
+    for line in lines[1:]:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            out.torn += 1
+            continue
+        if isinstance(row, dict) and row.get("type") == "round":
+            out.rounds.append(row)
+    return out
+
+
+def check_new(path: str | Path) -> None:
+    """A fresh run never touches an existing file, and needs its folder."""
+    p = Path(path)
+    if p.exists():
+        raise UsageError(f"journal {p} already exists; pass --resume to continue it "
+                         "(a journal is never overwritten)")
+    if not p.parent.is_dir():
+        raise UsageError(f"folder {p.parent} does not exist (for --journal {p})")
+
+
+def check_resumable(contents: Contents, identity: dict, path) -> None:
+    """The options that shape a round must match the journal's."""
+    from stress.options import RESUME_KEYS
+    theirs = contents.header.get("options", {})
+    diff = [k for k in RESUME_KEYS if theirs.get(k) != identity.get(k)]
+    if diff:
+        k = diff[0]
+        raise UsageError(f"--resume: {path} was written with {k}={theirs.get(k)!r}, this run has "
+                         f"{k}={identity.get(k)!r}; resume with the same options")
+
+
+class Writer:
+    """Appends lines; each is flushed and fsynced before write() returns."""
+
+    def __init__(self, path: str | Path, header: dict | None = None):
+        self.path = Path(path)
+        if header is not None:
+            try:  # never clobber: a fresh journal is a new file
+                self._f = open(self.path, "x")
+            except FileExistsError:
+                raise UsageError(f"journal {self.path} already exists; pass --resume to continue it") from None
+            self._line({"type": "header", "schema": SCHEMA, **header})
+        else:
+            self._f = open(self.path, "a")
+            if self.path.stat().st_size and not self.path.read_bytes().endswith(b"\n"):
+                self._f.write("\n")  # after a torn line, start clean
+
+    def _line(self, obj: dict) -> None:
+        self._f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def round(self, row: dict) -> None:
+        self._line({"type": "round", **row})
+
+    def note(self, obj: dict) -> None:
+        """A non-round line (a resume marker, the baseline, the end)."""
+        self._line(obj)
+
+    def close(self) -> None:
+        self._f.close()

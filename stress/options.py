@@ -1,0 +1,96 @@
+"""What a stress run does; bad values fail early with the option's name (exit 2)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from nccl_bench.errors import UsageError
+from nccl_bench.options import JobOptions
+from stress.verify import CHECKS
+
+ON_FAILURE = ("continue", "stop")
+INJECT_KINDS = ("wrong", "delay")
+# Options that must match for --resume to continue a journal (the rest may change).
+RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed", "timeout",
+               "collective", "bytes", "check_ids", "inject")
+
+
+def default_timeout(backend: str) -> float:
+    """A few times a healthy round: ~0.7 s on 2 x H200 with nccl (most of it destroy)."""
+    return 2.0 if backend == "gloo" else 3.0
+
+
+@dataclass
+class Injection:
+    """A fault for testing the verdicts: `wrong` corrupts one element, `delay` sleeps SECONDS."""
+
+    kind: str
+    round: int
+    rank: int
+    seconds: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str) -> "Injection":
+        parts = text.split(":")
+        try:
+            kind, rnd, rank = parts[0], int(parts[1]), int(parts[2])
+            seconds = float(parts[3]) if len(parts) > 3 else 0.0
+        except (IndexError, ValueError):
+            raise UsageError(f"--inject expects KIND:ROUND:RANK[:SECONDS], got '{text}'") from None
+        if kind not in INJECT_KINDS or len(parts) > (4 if kind == "delay" else 3):
+            raise UsageError(f"--inject: unknown fault '{text}' (wrong:ROUND:RANK or delay:ROUND:RANK:SECONDS)")
+        return cls(kind, rnd, rank, seconds)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.round}:{self.rank}" + (f":{self.seconds:g}" if self.kind == "delay" else "")
+
+
+@dataclass
+class StressOptions:
+    """One stress run. `job` holds backend, ranks, init modes, roots and the per-round deadline."""
+
+    job: JobOptions
+    rounds: int = 100  # per init mode
+    skew_max: float = 0.05  # seconds; each rank sleeps uniform(0, skew_max) before each init
+    seed: int = 0
+    collective: str = "all_reduce"
+    bytes: int = 4096  # of the largest buffer of the verification collective
+    on_failure: str = "continue"
+    journal: str | None = None
+    summary_json: str | None = None  # default: <journal>-summary.json beside the journal
+    resume: bool = False
+    check_ids: bool = False
+    baseline: int = 0  # bare init+destroy cycles measured before the rounds (0: none)
+    inject: list[Injection] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.rounds < 1:
+            raise UsageError(f"--rounds must be >= 1, got {self.rounds}")
+        if not self.skew_max >= 0:
+            raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
+        if self.collective not in CHECKS:
+            raise UsageError(f"unknown --collective '{self.collective}' (choose from {', '.join(CHECKS)})")
+        if self.bytes < 4:
+            raise UsageError(f"--bytes must be >= 4 (one float32), got {self.bytes}")
+        if self.on_failure not in ON_FAILURE:
+            raise UsageError(f"unknown --on-failure '{self.on_failure}' (choose from {', '.join(ON_FAILURE)})")
+        if self.resume and not self.journal:
+            raise UsageError("--resume needs --journal PATH (the journal to continue)")
+        if self.check_ids and self.job.backend == "torch":
+            raise UsageError("--check-ids needs a backend whose IDs this tool exchanges (nccl, gloo); "
+                             "the torch backend exchanges them inside PyTorch")
+        if self.baseline < 0:
+            raise UsageError(f"--baseline must be >= 0 cycles, got {self.baseline}")
+
+    def identity(self, nranks: int) -> dict:
+        """What a journal records and --resume compares."""
+        job = self.job
+        return {"backend": job.backend, "nranks": nranks, "init": list(job.init),
+                "ranks_per_root": job.ranks_per_root, "skew_max": self.skew_max, "seed": self.seed,
+                "timeout": job.timeout, "collective": self.collective, "bytes": self.bytes,
+                "check_ids": self.check_ids, "inject": [str(i) for i in self.inject],
+                "rounds": self.rounds, "on_failure": self.on_failure}
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["inject"] = [str(i) for i in self.inject]
+        return d

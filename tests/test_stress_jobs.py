@@ -1,0 +1,150 @@
+"""stress on gloo: real multi-process jobs, the stale-key race found and explained, resume, bad input."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from helpers import REPO, TOKEN_VAR, assert_no_survivors, one_line_error, run
+
+GLOO = ["-m", "stress", "--backend", "gloo"]
+
+
+def stress(tmp_path, *args, name="j.jsonl", timeout=120):
+    path = tmp_path / name
+    proc = run([*GLOO, "--journal", str(path), *args], timeout=timeout)
+    return proc, path
+
+
+def rounds(path):
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "round"]
+
+
+def expected_stale(row):
+    """(rank, root) pairs recomputed from the raw evidence: a fingerprint its root did not publish."""
+    pub = {r["evidence"]["published_root"]: r["evidence"]["published"] for r in row["ranks"]
+           if r["evidence"]["published_root"] >= 0}
+    return sorted((r["rank"], k) for r in row["ranks"] for k, fp in enumerate(r["evidence"]["fingerprints"])
+                  if fp != pub[k])
+
+
+def test_stock_fails_fast_and_every_failure_is_a_diagnosed_stale_id(tmp_path):
+    proc, path = stress(tmp_path, "--nranks", "3", "--init", "stock", "--skew-max", "0.2",
+                        "--rounds", "5", "--timeout", "1.5")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    rows = rounds(path)
+    assert [r["round"] for r in rows] == list(range(5))
+    failed = [r for r in rows if r["verdict"] != "ok"]
+    assert failed and failed[0]["round"] <= 3, [r["verdict"] for r in rows]
+    for row in failed:
+        assert row["verdict"] == "hang" and row["diagnosis"].startswith("stale ID: "), row["diagnosis"]
+        assert sorted((s["rank"], s["root"]) for s in row["stale"]) == expected_stale(row)
+        for s in row["stale"]:
+            assert s["from"] == f"round {row['round'] - 1}"
+            assert f"rank {s['rank']} used root {s['root']}'s ID from round {row['round'] - 1}" in row["diagnosis"]
+            # the stale root is the one that slept longer (with room for scheduling noise)
+            assert row["skew_ms"][s["root_rank"]] > row["skew_ms"][s["rank"]] - 30
+        assert max(r["elapsed_s"] - row["skew_ms"][r["rank"]] / 1e3 for r in row["ranks"]) < 1.5 + 1.5
+    assert "[stock round" in proc.stdout and "stale ID" in proc.stdout
+    summary = [line for line in proc.stdout.splitlines() if line.startswith("stock ")]
+    assert summary and summary[0].split()[1:4] == ["5", str(5 - len(failed)), str(len(failed))]
+
+
+def test_scoped_and_regular_pass_under_the_same_skew(tmp_path):
+    proc, path = stress(tmp_path, "--nranks", "3", "--init", "regular,scoped", "--skew-max", "0.2",
+                        "--rounds", "5", "--timeout", "1.5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    rows = rounds(path)
+    assert len(rows) == 10 and all(r["verdict"] == "ok" and not r["stale"] for r in rows)
+    assert all(r["init_ms"] is not None and r["destroy_ms"] is not None for r in rows)
+    summary = json.loads((tmp_path / "j-summary.json").read_text())
+    assert [(s["mode"], s["rounds"], s["ok"]) for s in summary["rows"]] == [("regular", 5, 5), ("scoped", 5, 5)]
+    assert summary["meta"]["options"]["skew_max"] == 0.2 and summary["meta"]["versions"]["torch"]
+
+
+def test_check_ids_catches_the_stale_id_before_init(tmp_path):
+    proc, path = stress(tmp_path, "--nranks", "3", "--init", "stock", "--skew-max", "0.2", "--rounds", "6",
+                        "--timeout", "1.5", "--check-ids", "--on-failure", "stop")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    rows = rounds(path)
+    *before, last = rows
+    assert all(r["verdict"] == "ok" for r in before)
+    assert last["verdict"] == "stale" and last["diagnosis"].startswith("stale ID caught before init: rank ")
+    assert all(r["verdict"] == "stale" and r["init_s"] is None for r in last["ranks"])
+    assert max(r["elapsed_s"] for r in last["ranks"]) < 1.0  # no deadline waited for
+
+
+def test_wrong_results_and_hangs_without_stale_ids(tmp_path):
+    summary = tmp_path / "s.json"  # with no --journal, the journal goes beside the summary
+    proc = run([*GLOO, "--summary-json", str(summary), "--nranks", "2", "--init", "scoped", "--skew-max", "0",
+                "--rounds", "3", "--timeout", "1", "--collective", "alltoall", "--bytes", "256",
+                "--inject", "wrong:1:1", "--inject", "delay:2:0:1.2"], timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    doc = json.loads(summary.read_text())
+    assert doc["failures"] == 2 and doc["rounds"] == 3 and doc["rows"][0]["wrong"] == 1
+    ok, wrong, hang = rounds(tmp_path / "s.journal.jsonl")
+    assert ok["verdict"] == "ok"
+    assert wrong["verdict"] == "wrong" and wrong["wrong"] == 1 and "1 wrong elements (rank 1: 1)" in wrong["diagnosis"]
+    assert hang["verdict"] == "hang" and "no stale ID" in hang["diagnosis"] and not hang["stale"]
+
+
+def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
+    path = tmp_path / "j.jsonl"
+    args = [*GLOO, "--nranks", "2", "--init", "scoped", "--skew-max", "0.02", "--rounds", "50",
+            "--journal", str(path)]
+    token = uuid.uuid4().hex
+    env = {**os.environ, TOKEN_VAR: token, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and (not path.exists() or len(path.read_text().splitlines()) < 10):
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole job; workers die with their launcher
+    finally:
+        proc.wait(timeout=30)
+    assert_no_survivors(token)
+    done = rounds(path)
+    assert 8 <= len(done) < 50, len(done)
+    before = path.read_bytes()
+
+    # a resume with other options is refused and leaves the journal as it was
+    err = one_line_error(run([*args[:-2], "--seed", "9", "--journal", str(path), "--resume"]))
+    assert "seed" in err and path.read_bytes() == before
+
+    proc2 = run([*args, "--resume"], timeout=120)
+    assert proc2.returncode == 0, proc2.stderr[-2000:]
+    assert f"resuming: {len(done)} rounds done" in proc2.stdout
+    assert path.read_bytes().startswith(before)  # appended, never rewritten
+    assert [r["round"] for r in rounds(path)] == list(range(50))
+    kinds = [json.loads(line)["type"] for line in path.read_text().splitlines() if line.startswith("{")
+             and line.endswith("}")]
+    assert kinds.count("header") == 1 and kinds.count("resume") == 1 and kinds[-1] == "end"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--rounds", "0"], "--rounds"),
+    (["--skew-max", "-1"], "--skew-max"),
+    (["--timeout", "0"], "--timeout"),
+    (["--on-failure", "shrug"], "--on-failure"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    assert needle in one_line_error(run([*GLOO, *args]))
+
+
+def test_journals_are_never_truncated(tmp_path):
+    existing = tmp_path / "old.jsonl"
+    existing.write_text('{"type":"header","schema":"nccl_bench.stress.journal/1","options":{}}\n')
+    before = existing.read_bytes()
+    err = one_line_error(run([*GLOO, "--journal", str(existing)]))
+    assert "already exists" in err and existing.read_bytes() == before
+    foreign = tmp_path / "bench.json"
+    foreign.write_text('{"kind": "bench", "rows": []}\n')
+    err = one_line_error(run([*GLOO, "--journal", str(foreign), "--resume"]))
+    assert "not a stress journal" in err and foreign.read_text() == '{"kind": "bench", "rows": []}\n'
+    err = one_line_error(run([*GLOO, "--journal", str(existing), "--resume"]))  # other options
+    assert "was written with" in err and existing.read_bytes() == before

@@ -1,0 +1,133 @@
+"""stress: the pure parts (schedule, verification table, diagnosis, journal, options)."""
+import json
+
+import pytest
+import torch
+
+from nccl_bench.errors import UsageError
+from nccl_bench.options import JobOptions
+from stress import journal, schedule
+from stress.diagnose import History, judge
+from stress.options import Injection, StressOptions
+from stress.verify import CHECKS, ROOT
+
+
+def test_schedule_is_seeded_and_printable():
+    a = schedule.table(7, 5, 3, 0.2)
+    assert a == schedule.table(7, 5, 3, 0.2)
+    assert a != schedule.table(8, 5, 3, 0.2)
+    assert all(0 <= s <= 0.2 for row in a for s in row)
+    assert schedule.table(7, 2, 2, 0) == [[0.0, 0.0], [0.0, 0.0]]
+    text = schedule.render(7, 5, 3, 0.2)
+    assert "seed 7" in text and len(text.splitlines()) == 2 + 5
+
+
+def _simulate(name, n, c):
+    """Each collective's semantics applied to the table's inputs, as a reference."""
+    sends = [CHECKS[name].send(r, n, c) for r in range(n)]
+    total = sum(sends)
+    chunks = [s.chunk(n) for s in sends]
+    return {
+        "all_reduce": lambda r: total,
+        "all_gather": lambda r: torch.cat(sends),
+        "reduce_scatter": lambda r: total.chunk(n)[r],
+        "broadcast": lambda r: sends[ROOT],
+        "reduce": lambda r: total if r == ROOT else None,
+        "alltoall": lambda r: torch.cat([chunks[j][r] for j in range(n)]),
+        "sendrecv": lambda r: sends[(r - 1) % n],
+    }[name]
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+@pytest.mark.parametrize("n", [2, 3])
+def test_verification_expectations_are_exact(name, n):
+    check, c = CHECKS[name], 5
+    ref = _simulate(name, n, c)
+    for r in range(n):
+        want = check.expect(r, n, c)
+        got = ref(r)
+        if want is None:
+            assert got is None
+            continue
+        assert want.shape == (check.recv_count(n, c),)
+        assert torch.equal(want, got), (name, n, r)
+
+
+def _rec(rank, fps, pub_root=-1, pub="", verdict="ok", error=None):
+    ev = {"fingerprints": fps, "published_root": pub_root, "published": pub}
+    return {"rank": rank, "verdict": verdict, "error": error, "wrong": 0, "evidence": ev}
+
+
+def test_diagnosis_names_the_stale_root_and_its_round():
+    h = History()
+    ok = [_rec(0, ["a0", "b0"], 0, "a0"), _rec(1, ["a0", "b0"], 1, "b0")]
+    assert judge("stock", 0, 2, ok, [], h)["verdict"] == "ok"
+    hang = {"kind": "hang", "op": "init", "lib_error": "deadline", "detail": "", "rank": 0, "host": "h"}
+    bad = [_rec(0, ["a1", "b0"], 0, "a1", "hang", hang), _rec(1, ["a1", "b1"], 1, "b1", "hang", hang)]
+    row = judge("stock", 1, 2, bad, [], h)
+    assert row["verdict"] == "hang"
+    assert [(s["rank"], s["root"], s["from"]) for s in row["stale"]] == [(0, 1, "round 0")]
+    assert row["diagnosis"].startswith("stale ID: rank 0 used root 1's ID from round 0")
+
+
+def test_diagnosis_without_stale_ids_and_with_missing_ranks():
+    h = History()
+    err = {"kind": "error", "op": "init", "lib_error": "ncclSystemError", "detail": "boom", "rank": 1, "host": "h"}
+    recs = [_rec(0, ["a"], 0, "a"), _rec(1, ["a"], -1, "", "error", err), None]
+    row = judge("regular", 4, 3, recs, [(2, "hostx")], h)
+    assert row["verdict"] == "error" and row["missing"] == [2]
+    d = row["diagnosis"]
+    assert "no stale ID" in d and "never arrived: rank 2 (hostx)" in d and "ncclSystemError: boom" in d
+
+
+def test_diagnosis_of_wrong_results_and_caught_stale_ids():
+    h = History()
+    h.add("stock", 2, [_rec(1, ["x", "old"], 1, "old")])
+    w = _rec(0, ["a"], 0, "a", "wrong")
+    w["wrong"] = 3
+    row = judge("scoped", 0, 1, [w], [], h)
+    assert row["verdict"] == "wrong" and row["wrong"] == 3 and "3 wrong elements" in row["diagnosis"]
+    caught = [_rec(0, ["n0", "old"], 0, "n0", "stale"), _rec(1, ["n0", "n1"], 1, "n1", "stale")]
+    row = judge("stock", 3, 2, caught, [], h)
+    assert row["verdict"] == "stale"
+    assert row["diagnosis"].startswith("stale ID caught before init: rank 0 held root 1's ID from round 2")
+
+
+def test_journal_reads_torn_lines_and_rejects_foreign_files(tmp_path):
+    p = tmp_path / "j.jsonl"
+    w = journal.Writer(p, {"options": {"seed": 1}})
+    w.round({"mode": "stock", "round": 0, "verdict": "ok"})
+    w.close()
+    with open(p, "a") as f:
+        f.write('{"type":"round","mode":"stock","rou')  # a kill in the middle of a line
+    c = journal.read(p)
+    assert [r["round"] for r in c.rounds] == [0] and c.torn == 1
+    w = journal.Writer(p)  # resume appends after a clean newline
+    w.round({"mode": "stock", "round": 1, "verdict": "ok"})
+    w.close()
+    assert [r["round"] for r in journal.read(p).rounds] == [0, 1]
+    with pytest.raises(UsageError):
+        journal.Writer(p, {"options": {}})  # a fresh journal never clobbers
+    foreign = tmp_path / "f.json"
+    foreign.write_text(json.dumps({"kind": "bench"}) + "\n")
+    for bad in (foreign, tmp_path / "missing.jsonl"):
+        with pytest.raises(UsageError, match="--resume"):
+            journal.read(bad)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"rounds": 0}, "--rounds"), ({"skew_max": -0.1}, "--skew-max"), ({"collective": "gossip"}, "--collective"),
+    ({"on_failure": "panic"}, "--on-failure"), ({"bytes": 2}, "--bytes"), ({"resume": True}, "--resume"),
+    ({"baseline": -1}, "--baseline"),
+])
+def test_options_reject_bad_values_by_name(kw, needle):
+    with pytest.raises(UsageError, match=needle):
+        StressOptions(JobOptions(backend="gloo"), **kw)
+
+
+def test_injection_parsing():
+    assert str(Injection.parse("delay:2:1:0.5")) == "delay:2:1:0.5"
+    assert Injection.parse("wrong:1:0").kind == "wrong"
+    for bad in ("wrong:1", "melt:1:0", "wrong:1:0:3", "delay:x:1:2"):
+        with pytest.raises(UsageError, match="--inject"):
+            Injection.parse(bad)
