@@ -159,6 +159,8 @@ def _p2p_nvlink(nv, a, b) -> bool:
 
 
 def git_sha() -> str | None:
+    if os.environ.get("NCCL_BENCH_GIT_SHA"):  # a snapshot without .git (e.g. copied to a GPU machine)
+        return os.environ["NCCL_BENCH_GIT_SHA"]
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=5)
