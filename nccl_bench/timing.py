@@ -1,10 +1,13 @@
 """The only place that times: seconds per operation of a launch loop.
 
 GPU: CUDA events around the whole loop of `iters` launches on one stream, after the
-warm-up launches (as nccl-tests times its loop, not each call). The warm-up is enqueued
-right before the start event with no host sync in between, so the start event fires
-when the last warm-up collective completes: every rank starts the timed loop together,
-with no store barrier's skew in the measurement. `-z` synchronizes after each launch.
+warm-up launches (as nccl-tests times its loop, not each call). The host waits for the
+warm-up before the start event, so the GPU starts the loop idle and the time includes
+the host's launch cost, as nccl-tests' does; had the loop been queued behind busy
+warm-ups, small sizes would show the device's rate, not the latency a caller sees (seen
+on 2 x H200: 6 us instead of 12 us at 8 B). The last warm-up collective completes on
+every rank together, so the ranks start the loop together without a store barrier.
+`-z` synchronizes after each launch.
 With graph replays, the `iters` launches are captured into one CUDA graph (on the same
 stream) and the graph is replayed; time per operation = elapsed / (iters * replays).
 
@@ -68,6 +71,7 @@ def _eager(launch: Launch, plan: TimingPlan, wait, stream) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(max(plan.warmup, 1)):
         launch()
+    wait()
     start.record(stream)
     if plan.blocking:
         for _ in range(plan.iters):
@@ -94,6 +98,7 @@ def _graph(launch: Launch, plan: TimingPlan, wait, stream) -> float:
     try:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         graph.replay()  # warm replay; like the eager warm-up it lines the ranks up on the GPU
+        wait()
         start.record(stream)
         for _ in range(plan.graph_replays):
             graph.replay()
