@@ -46,6 +46,8 @@ class Job:
 
     ident: launch.Identity
     store: "object"  # nccl_bench.store.JobStore
+    # A worker that knows a rank is gone sets this: the exit barrier need not wait for it.
+    leave_timeout: float | None = None
 
     @property
     def rank(self) -> int:
@@ -114,7 +116,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     try:
         code = guarded(lambda: worker(job))
     finally:
-        leave(store, min(store_timeout, 30.0))
+        leave(store, min(store_timeout, 30.0) if job.leave_timeout is None else job.leave_timeout)
     return code
 
 

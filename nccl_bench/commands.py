@@ -13,6 +13,7 @@ COMMANDS = {
     "stress": ("stress.command", "churn communicator re-inits under skew; verdicts, diagnosis, journal"),
     "accept": ("nccl_bench.accept", "doctor + bandwidth + init + short stress judged by a hardware profile"),
     "doctor": ("nccl_bench.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
+    "report": ("nccl_bench.report", "markdown report with plots from result files; --compare: run-to-run ratios"),
 }
 
 

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
 
 from nccl_bench.sysinfo import REPO
 
@@ -30,22 +29,13 @@ class JobFailed(RuntimeError):
         super().__init__(f"{' '.join(argv[:4])} ...: {reason}")
 
 
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
 def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: dict | None = None,
-             ok_codes: tuple[int, ...] = (0,), suffix: str = ".json",
-             read: Callable[[Path], dict] = read_json) -> dict:
-    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns read(TMP).
-
-    `suffix` names the result file (e.g. ".jsonl" for a journal); `read` parses it, or a
-    file the command writes beside it (e.g. a summary), while the folder still exists.
-    """
+             ok_codes: tuple[int, ...] = (0,)) -> dict:
+    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns the parsed file."""
     if timeout <= 0:
         raise JobFailed(argv, "no time left to start it (the caller's budget is spent)")
     with tempfile.TemporaryDirectory(prefix="nccl_bench_job_") as tmp:
-        out = Path(tmp) / f"result{suffix}"
+        out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", *argv, json_flag, str(out)]
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -62,8 +52,8 @@ def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: di
             tail = (stderr or stdout or "").strip().splitlines()[-3:]
             raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail) or 'no output'}", proc.returncode)
         try:
-            return read(out)
-        except (OSError, ValueError, KeyError, IndexError) as e:
+            return json.loads(out.read_text())
+        except (OSError, ValueError) as e:
             raise JobFailed(argv, f"exit {proc.returncode} but its result is unreadable: "
                                   f"{type(e).__name__}: {e}", proc.returncode) from None
 

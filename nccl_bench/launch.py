@@ -119,12 +119,13 @@ def die_with_parent() -> None:
 
 
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
-                max_restarts: int = 0) -> int:
+                max_restarts: int = 0, failures: list | None = None) -> int:
     """Run `python argv...` as `nranks` local workers through PyTorch's elastic launcher.
 
     Returns the job's exit code: 0 if every worker succeeded, 2 if any worker reported
     bad input, else 1. Workers are reaped on success, failure, timeout and Ctrl-C: the
-    agent forwards SIGINT/SIGTERM to them and they die with it on SIGKILL.
+    agent forwards SIGINT/SIGTERM to them and they die with it on SIGKILL. A `failures`
+    list receives how each failed worker ended (rank, pid, exitcode, signal name or None).
     """
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -143,6 +144,10 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
         elastic_launch(config, sys.executable)(*argv)
     except ChildFailedError as e:
         codes = [f.exitcode for f in e.failures.values()]
+        if failures is not None:
+            failures.extend({"rank": r, "pid": f.pid, "exitcode": f.exitcode,
+                             "signal": f.signal_name() if f.exitcode < 0 else None}
+                            for r, f in sorted(e.failures.items()))
         return EXIT_USAGE if EXIT_USAGE in codes else EXIT_FAILED
     except KeyboardInterrupt:
         return 130

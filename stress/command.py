@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nccl_bench import launch
+from nccl_bench import launch, sysinfo
 from nccl_bench.bootstrap import MODES
 from nccl_bench.cli import Parser, run_job
 from nccl_bench.comm import default_backend
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions, split_list
-from stress import journal, schedule
+from stress import inject, journal, schedule
 from stress.loop import worker
 from stress.options import ON_FAILURE, Injection, StressOptions, default_timeout
 from stress.verify import CHECKS
@@ -41,9 +41,12 @@ def parser() -> Parser:
                    help="compare ID fingerprints through the store before init (catches stale IDs)")
     p.add_argument("--baseline", type=int, default=0, metavar="N",
                    help="first measure N bare init+destroy cycles (and N with the verify op) for the raw rate")
-    p.add_argument("--inject", action="append", default=[], metavar="KIND:ROUND:RANK[:S]",
-                   help="fault injection for testing: wrong:R:K corrupts rank K's result in round R; "
-                        "delay:R:K:S delays rank K by S seconds in round R")
+    p.add_argument("--inject", action="append", default=[], metavar="KIND[@ROUND][:RANK]",
+                   help="inject a fault (repeatable): " + ", ".join(inject.KINDS) + "; ROUND defaults to 1, "
+                        "RANK to the last rank (see stress/inject.py)")
+    p.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                   help="self-launch: restart the worker group up to N times after a rank fails "
+                        "(torchrun's --max-restarts); a restarted group resumes the journal")
     p.add_argument("--print-schedule", action="store_true", help="print the skew schedule and exit")
     return p
 
@@ -57,7 +60,8 @@ def options(a) -> StressOptions:
                          bytes=a.bytes, on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
                          journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
                                                if a.summary_json else None),
-                         check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject])
+                         check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject],
+                         max_restarts=a.max_restarts)
 
 
 def check_journal(opts: StressOptions, nranks: int) -> str:
@@ -79,10 +83,35 @@ def check_journal(opts: StressOptions, nranks: int) -> str:
     return str(path)
 
 
+def elastic_journal() -> Path | None:
+    """Under a launcher that may restart the group: a name every restart agrees on (its run id)."""
+    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) <= 0:
+        return None
+    run_id = launch.detect().run_id
+    return journal.default_path().with_name(f"stress-{sysinfo.machine_name()}-{run_id}.jsonl")
+
+
+def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> int:
+    """The driver: self-launch the workers; then say how any rank ended that the launcher saw die."""
+    failures: list[dict] = []
+    code = launch.self_launch(nranks, ["-m", "stress", *argv], max_restarts=opts.max_restarts,
+                              failures=failures)
+    # SIGTERM is the launcher's own: how it stops the others once one rank failed
+    died = [f for f in failures if f.get("signal") and f["signal"] != "SIGTERM"]
+    if died and Path(path).exists():
+        for f in died:
+            print(f"launcher: rank {f['rank']} (pid {f['pid']}) was killed by {f['signal']}", flush=True)
+        journal.Writer(path).note({"type": "launcher", "failures": failures})
+    return code
+
+
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     opts = options(a)
-    nranks = opts.job.local_ranks()
+    ident = launch.detect()
+    nranks = opts.job.local_ranks() if ident is None else ident.world_size
+    opts.inject = inject.resolve(opts.inject, opts.rounds, nranks, opts.job.backend, list(opts.job.init),
+                                 opts.job.ranks_per_root, opts.collective)
     if a.print_schedule:
         print(schedule.render(opts.seed, opts.rounds, nranks, opts.skew_max))
         return 0
@@ -92,10 +121,10 @@ def main(argv: list[str]) -> int:
         path = check_journal(opts, nranks)
         if opts.journal is None:
             argv = [*argv, "--journal", path]
-        opts.journal = path
-    elif opts.journal is None:  # under a launcher: rank 0 names it (only rank 0 writes it)
-        path = journal.default_path()
-        if launch.detect().rank == 0:
+        return launched(argv, opts, nranks, path)
+    if opts.journal is None:  # under a launcher: rank 0 names it (only rank 0 writes it)
+        path = elastic_journal() or journal.default_path()
+        if ident.rank == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
         opts.journal = str(path)
     return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal))

@@ -10,6 +10,11 @@ from nccl_bench.bootstrap import root_ranks
 
 VERDICTS = ("ok", "hang", "error", "wrong", "stale")
 FAILURES = VERDICTS[1:]
+# The field guide's three categories (hangs, errors, silent corruption).
+CATEGORY = {"ok": None, "hang": "hang", "error": "error", "wrong": "silent corruption",
+            "stale": "hang (stale ID caught before init)"}
+PHASES = ("start", "skew", "bootstrap", "init", "verify", "destroy")
+_OP_PHASE = {"id-exchange": "bootstrap", "init": "init", "check-ids": "init", "destroy": "destroy"}
 
 
 class History:
@@ -55,30 +60,100 @@ def stale_reads(records: list[dict | None], nranks: int, history: History, mode:
     return out
 
 
-def verdict(records: list[dict | None], missing: list) -> str:
+def verdict(records: list[dict | None], missing: list, died: bool = False) -> str:
     kinds = {rec["verdict"] for rec in records if rec}
+    if died:  # a process crashed (the guide's errors); the survivors' hangs follow from it
+        return "error"
     for v in ("error", "hang", "wrong", "stale"):
         if v in kinds or (v == "hang" and missing):
             return v
     return "ok"
 
 
+def op_phase(err: dict) -> str:
+    """The phase an error happened in: init ops by name, the collective's name means verify."""
+    return err.get("phase") or _OP_PHASE.get(err["op"], "verify")
+
+
+def culprits(records: list[dict | None], missing: list, context: dict) -> list[dict]:
+    """Ranks the evidence points at, each with its phase and cause (rank, phase, cause, words)."""
+    out = []
+    if context.get("store_lost"):
+        lost = context["store_lost"]
+        out.append({"rank": 0, "phase": lost.get("phase", "?"), "cause": "store lost",
+                    "words": f"job store lost: its host (rank 0) went away; rank {lost['rank']} got "
+                             f"{lost['error']} in {lost.get('phase', '?')}, so no rank's evidence can be compared"})
+    last = {r: p for r, p in (context.get("last_phase") or {}).items()}
+    for rec in records:
+        if rec:
+            last[rec["rank"]] = rec["phases"][-1] if rec.get("phases") else None
+    dead = context.get("dead") or {}
+    for r in sorted(dead):
+        d, phase = dead[r], last.get(r) or "start"
+        how = f", killed by {d['signal']}" if d.get("signal") else ""
+        out.append({"rank": r, "phase": phase, "cause": "died",
+                    "words": f"rank {r} died during {phase} (process {d['pid']} on {d['host']} is gone{how})"})
+    stuck = [rec for rec in records if rec and rec.get("error") and rec["verdict"] in ("hang", "error")]
+    if stuck:
+        where = min((op_phase(rec["error"]) for rec in stuck), key=PHASES.index)
+        ops = sorted({rec["error"]["op"] for rec in stuck if op_phase(rec["error"]) == where})
+        waited = sorted(rec["rank"] for rec in stuck if op_phase(rec["error"]) == where)
+        for rec in records:
+            if not rec or rec["rank"] in dead or rec["rank"] in waited:
+                continue
+            mine = last.get(rec["rank"])
+            if mine is None:
+                out.append({"rank": rec["rank"], "phase": where, "cause": "did not join",
+                            "words": f"rank {rec['rank']} never entered {where}: it did not join the round "
+                                     f"(ranks {', '.join(map(str, waited))} waited for it in {'/'.join(ops)})"})
+            elif PHASES.index(mine) < PHASES.index(where):
+                out.append({"rank": rec["rank"], "phase": where, "cause": "never entered",
+                            "words": f"rank {rec['rank']} never entered {where} ({'/'.join(ops)}; its last phase: "
+                                     f"{mine}) while ranks {', '.join(map(str, waited))} waited in it: unbalanced "
+                                     "control flow (a rank skipped the collective or is stuck elsewhere)"})
+    late = {rec["rank"]: rec["late_s"] for rec in records if rec and rec.get("late_s") is not None}
+    timeout = context.get("timeout")
+    if timeout and len(late) > 1:
+        first = min(late, key=late.get)
+        for r, s in sorted(late.items()):
+            if s - late[first] > timeout:
+                out.append({"rank": r, "phase": "skew", "cause": "slow",
+                            "words": f"rank {r} started its init {s - late[first]:.1f} s after rank {first}, past the "
+                                     f"{timeout:g} s deadline: a slow rank"})
+    for rec in records:
+        if rec and rec.get("input_wrong"):
+            out.append({"rank": rec["rank"], "phase": "verify", "cause": "input corrupted",
+                        "words": f"rank {rec['rank']}'s input already differed from the table before the collective "
+                                 f"({rec['input_wrong']} elements): corrupted at the source"})
+    return out
+
+
 def judge(mode: str, round_: int, nranks: int, records: list[dict | None], missing: list[tuple[int, str]],
-          history: History) -> dict:
-    """The round's verdict and, for a failure, the diagnosis in words; then remember its IDs."""
-    v = verdict(records, missing)
+          history: History, context: dict | None = None) -> dict:
+    """The round's verdict and, for a failure, the diagnosis in words; then remember its IDs.
+
+    `context` adds what the records cannot say: the deadline (`timeout`), ranks found dead
+    (`dead`: rank -> pid, host, signal), the last phase the store saw for a missing rank
+    (`last_phase`), and a lost store (`store_lost`: rank, error, phase).
+    """
+    context = context or {}
+    v = verdict(records, missing, bool(context.get("dead")))
+    if context.get("store_lost"):
+        v = "error"
     stale = stale_reads(records, nranks, history, mode)
     errors = [rec["error"] for rec in records if rec and rec.get("error")]
     first = next((e for e in errors if e["kind"] == "error"), errors[0] if errors else None)
-    row = {"verdict": v, "wrong": sum(rec["wrong"] for rec in records if rec), "stale": stale,
-           "missing": [r for r, _ in missing], "error": first, "diagnosis": None}
+    row = {"verdict": v, "category": CATEGORY[v], "wrong": sum(rec["wrong"] for rec in records if rec),
+           "stale": stale, "missing": [r for r, _ in missing], "error": first, "culprits": [], "diagnosis": None}
     if v != "ok":
-        row["diagnosis"] = explain(v, records, missing, stale, first, row["wrong"])
+        found = culprits(records, missing, context)
+        row["culprits"] = [{k: c[k] for k in ("rank", "phase", "cause")} for c in found]
+        row["diagnosis"] = explain(v, records, missing, stale, first, row["wrong"], [c["words"] for c in found])
     history.add(mode, round_, records)
     return row
 
 
-def explain(v: str, records, missing, stale, first, wrong: int) -> str:
+def explain(v: str, records, missing, stale, first, wrong: int, found: list[str] = ()) -> str:
     parts = []
     if stale:
         caught = " caught before init" if v == "stale" else ""
@@ -87,7 +162,8 @@ def explain(v: str, records, missing, stale, first, wrong: int) -> str:
             + (f" (root {s['root']} is rank {s['root_rank']})" if s["root_rank"] not in (None, s["root"]) else "")
             for s in stale)
         parts.append(f"stale ID{caught}: {reads}")
-    else:
+    parts.extend(found)
+    if not stale:
         fps = {tuple((rec.get("evidence") or {}).get("fingerprints") or ()) for rec in records if rec}
         fps.discard(())
         if len(fps) > 1:
@@ -96,11 +172,18 @@ def explain(v: str, records, missing, stale, first, wrong: int) -> str:
                 if rec and rec.get("evidence")))
         elif fps:
             parts.append(f"no stale ID (every rank used {list(next(iter(fps)))})")
+    dead = {int(w.split()[1]) for w in found if " died during " in w}
+    missing = [(r, h) for r, h in missing if r not in dead]
     if missing:
         parts.append("never arrived: " + ", ".join(f"rank {r} ({h or 'host unknown'})" for r, h in missing))
     if v == "wrong":
         bad = [f"rank {rec['rank']}: {rec['wrong']}" for rec in records if rec and rec["wrong"]]
         parts.append(f"{wrong} wrong elements ({', '.join(bad)})")
+        sources = sorted({s for rec in records if rec and rec.get("wrong_from") for s in rec["wrong_from"]})
+        if sources:
+            parts.append("the wrong elements came from the data of rank " + ", ".join(map(str, sources)))
+        if not any(rec and rec.get("input_wrong") for rec in records):
+            parts.append("every rank's input matched the table: corrupted in transit or in the reduction")
     if first is not None and v in ("error", "hang"):
         detail = f": {first['detail']}" if first.get("detail") else ""
         parts.append(f"{first['kind']} on rank {first['rank']} in {first['op']}: {first['lib_error']}{detail}")

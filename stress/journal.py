@@ -31,6 +31,12 @@ class Contents:
     header: dict
     rounds: list[dict] = field(default_factory=list)
     torn: int = 0  # lines that did not parse (a round cut by a kill)
+    notes: list[dict] = field(default_factory=list)  # resume, baseline, end, launcher lines
+    ended: bool = False  # an `end` line after the last resume: the run finished
+
+    def restarts(self) -> list[dict]:
+        """Resume lines written by a worker group the launcher restarted."""
+        return [n for n in self.notes if n.get("type") == "resume" and n.get("restart")]
 
     def done(self) -> set[tuple[str, int]]:
         return {(r["mode"], r["round"]) for r in self.rounds}
@@ -61,6 +67,10 @@ def read(path: str | Path) -> Contents:
             continue
         if isinstance(row, dict) and row.get("type") == "round":
             out.rounds.append(row)
+        elif isinstance(row, dict):
+            out.notes.append(row)
+            if row.get("type") in ("resume", "end"):
+                out.ended = row["type"] == "end"
     return out
 
 

@@ -7,33 +7,101 @@ that a rank that never arrives is named instead of waited for.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
+from datetime import timedelta
 from pathlib import Path
+
+import torch.distributed as dist
 
 from nccl_bench import results, sysinfo
 from nccl_bench.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
-from stress import baseline, journal, schedule
+from stress import baseline, inject, journal, peers, schedule
 from stress.diagnose import History, judge
 from stress.options import StressOptions
-from stress.round import RoundPlan, run_round
+from stress.round import RoundPlan, absent, run_round
 from stress.summary import Progress, Rate, failure_line, render, summarize
 from stress.verify import Verification
 
 SHOWN_FAILURES = 20  # per mode; the journal has them all
 
 
-def gather(job, seq: int, rec: dict, timeout: float) -> tuple[list, list]:
-    """Every rank's record (None for a rank that never arrived) and [(rank, host)] missing."""
+POLL_S = 0.25  # gather: how often to look for ranks that died instead of reporting
+LEAVE_AFTER_LOSS_S = 2.0  # the exit barrier, when a rank died or the store went away
+
+
+class StoreLost(Exception):
+    """The job store's host went away: store calls fail with a network error."""
+
+    def __init__(self, rank: int, error: str, phase: str):
+        self.info = {"rank": rank, "error": error, "phase": phase}
+        super().__init__(f"rank {rank}: job store lost in {phase}: {error}")
+
+
+def store_lost(e: Exception, rank: int, phase: str) -> StoreLost | None:
+    """A network error from the store (not a timeout) means its host is gone."""
+    if isinstance(e, dist.DistNetworkError) or isinstance(e, ConnectionError):
+        return StoreLost(rank, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:120] if str(e).strip() else ''}",
+                         phase)
+    return None
+
+
+class Stop:
+    """SIGTERM (the launcher stopping the group, e.g. because a rank died): finish the round in
+    flight, journal it, and end with a verdict instead of dying mid-line."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on)
+
+    def _on(self, signum, frame) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+
+    @property
+    def requested(self) -> bool:
+        return self.since is not None
+
+
+def gather(job, seq: int, rec: dict, timeout: float, everyone: peers.Peers, stop: Stop,
+           stop_grace: float) -> tuple[list, list, dict]:
+    """Every rank's record (None for a rank that never reported), [(rank, host)] missing, and
+    the missing ranks found dead. Waiting ends early once every missing rank is dead, or a
+    while after the launcher asked us to stop; a lost store raises StoreLost."""
     raw, n = job.store.raw, job.nranks
     keys = [f"stress/{seq}/rec/{r}" for r in range(n)]
-    raw.set(keys[job.rank], json.dumps(rec))
+    name = f"stress/{seq}/rec"
     try:
-        job.store.barrier(f"stress/{seq}/rec", timeout=timeout)
-        return [json.loads(v) for v in raw.multi_get(keys)], []
-    except BarrierTimeout as e:
-        recs = [json.loads(raw.get(k)) if raw.check([k]) else None for k in keys]
-        return recs, e.missing
+        raw.set(keys[job.rank], json.dumps(rec))
+        if raw.add(f"{name}/count", 1) == n:
+            raw.set(f"{name}/done", b"1")
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                raw.wait([f"{name}/done"], timedelta(seconds=min(POLL_S, max(end - time.monotonic(), 0.001))))
+                return [json.loads(v) for v in raw.multi_get(keys)], [], {}
+            except dist.DistNetworkError:
+                raise
+            except Exception:
+                pass  # one slice passed: look at who is missing
+            present = [raw.check([k]) for k in keys]
+            missing = [r for r in range(n) if not present[r]]
+            dead = everyone.dead(missing)
+            now = time.monotonic()
+            if now >= end or len(dead) == len(missing) or (stop.requested and now - stop.since > stop_grace):
+                recs = [json.loads(raw.get(k)) if present[r] else None for r, k in enumerate(keys)]
+                return recs, [(r, job.store.host_of(r)) for r in missing], dead
+    except Exception as e:
+        lost = store_lost(e, job.rank, "gather")
+        if lost is None:
+            raise
+        raise lost from None
 
 
 class Run:
@@ -52,19 +120,29 @@ class Run:
         t = opts.job.timeout
         self.gather_timeout = opts.skew_max + t + 15.0  # aborts and torch's grace fit inside
         self.resync_timeout = self.gather_timeout + 15.0
+        self.stop = Stop()
+        self.restart = job.ident.restart  # > 0: the launcher restarted the worker group
+        # a restarted group continues the journal its predecessor was writing
+        self.resume = opts.resume or (self.restart > 0 and self.journal_path.exists())
+        self.notes: list[dict] = []  # the journal's non-round lines, earlier runs included
+        self.everyone = peers.Peers(peers.me(job), [])
 
     # --- start: rank 0 opens the journal and tells the others what is left ------------------
     def open_journal(self) -> list[int]:
         """Rank 0: the seqs already done (resume) after checking the journal; writes the header."""
-        if self.opts.resume:
+        if self.resume:
             contents = journal.read(self.journal_path)
             journal.check_resumable(contents, self.identity, self.journal_path)
-            self.rows = contents.rounds
+            self.rows, self.notes = contents.rounds, contents.notes
             for row in self.rows:
                 self.history.add(row["mode"], row["round"], row.get("ranks") or [])
+            if self.restart and contents.ended:
+                return None  # the run this group belonged to had finished: nothing to add
             self.writer = journal.Writer(self.journal_path)
-            self.writer.note({"type": "resume", "after_rounds": len(self.rows), "torn_lines": contents.torn,
-                              "time": time.time()})
+            note = {"type": "resume", "after_rounds": len(self.rows), "torn_lines": contents.torn,
+                    "restart": self.restart, "time": time.time()}
+            self.notes.append(note)
+            self.writer.note(note)
         else:
             journal.check_new(self.journal_path)
             hosts = [self.job.store.host_of(r) for r in range(self.n)]
@@ -78,40 +156,91 @@ class Run:
         rounds = self.opts.rounds
         return [(i * rounds + r, mode, r) for i, mode in enumerate(self.opts.job.init) for r in range(rounds)]
 
-    def start(self) -> set[int] | None:
-        """Agree on the seqs to skip; None when rank 0 could not open the journal (exit 2)."""
-        mine = {}
+    def start(self) -> set[int] | dict | None:
+        """Agree on the seqs to skip and share pids; None when rank 0 could not open the journal
+        (exit 2); {'ended': code} when a restarted group finds its run already finished."""
+        mine = {"me": peers.me(self.job)}
         if self.job.rank == 0:
             try:
-                mine = {"done": self.open_journal()}
+                done = self.open_journal()
+                mine.update({"done": done} if done is not None else
+                            {"ended": EXIT_FAILED if any(r["verdict"] != "ok" for r in self.rows) else EXIT_OK})
             except UsageError as e:
-                mine = {"error": str(e)}
-        got = self.job.store.all_gather_obj("stress/start", mine, timeout=self.resync_timeout)[0]
+                mine["error"] = str(e)
+        every = self.job.store.all_gather_obj("stress/start", mine, timeout=self.resync_timeout)
+        self.everyone = peers.Peers(mine["me"], [e["me"] for e in every])
+        got = every[0]
         if "error" in got:
             if self.job.rank == 0:
                 raise UsageError(got["error"])
             return None
+        if "ended" in got:
+            return {"ended": got["ended"]}
         return set(got["done"])
 
     # --- the rounds ------------------------------------------------------------------------
     def skew(self, r: int) -> list[float]:
         extra = {i.rank: i.seconds for i in self.opts.inject if i.kind == "delay" and i.round == r}
+        for i in self.opts.inject:
+            if i.kind == "slow-rank" and i.round == r:
+                extra[i.rank] = extra.get(i.rank, 0.0) + self.opts.job.timeout + inject.SLOW_EXTRA_S
         return [schedule.skew(self.opts.seed, r, k, self.opts.skew_max) + extra.get(k, 0.0) for k in range(self.n)]
+
+    def faults(self, mode: str, r: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The injected kinds on this rank in this round, and the roots stale-key holds back."""
+        mine = [i.kind for i in self.opts.inject if i.round == r and i.rank == self.job.rank
+                and i.kind not in inject.LEGACY]
+        if "crash" in mine or "crash-collective" in mine:
+            if self.restart:  # a crash fires once: never again in the group the launcher restarted
+                mine = [k for k in mine if not k.startswith("crash")]
+        held = tuple(sorted({i.rank for i in self.opts.inject if i.kind == "stale-key" and i.round == r
+                             and mode == "stock"}))
+        return tuple(mine), held
+
+    def lost_row(self, seq: int, mode: str, r: int, skews: list[float], rec: dict | None, lost: StoreLost) -> dict:
+        """The store is gone: judge from this rank's own record; the run cannot go on."""
+        info = dict(lost.info)
+        err = (rec or {}).get("error") or {}
+        if err.get("lib_error") in ("DistNetworkError", "ConnectionError"):
+            info.update(error=f"{err['lib_error']}: {err['detail']}", phase=err.get("phase", info["phase"]))
+        records = [rec if k == self.job.rank else None for k in range(self.n)]
+        row = judge(mode, r, self.n, records, [], self.history, {"store_lost": info})
+        return {"seq": seq, "mode": mode, "round": r, **row, "injected": inject.in_round(self.opts.inject, r),
+                "skew_ms": [round(s * 1e3, 3) for s in skews], "ranks": [x for x in records if x], "lost": True}
 
     def one(self, seq: int, mode: str, r: int) -> dict:
         job, opts = self.job, self.opts
         skews = self.skew(r)
         wrong = any(i.kind == "wrong" and i.round == r and i.rank == job.rank for i in opts.inject)
-        plan = RoundPlan(seq, mode, r, skews[job.rank], opts.job.timeout, opts.check_ids, wrong)
+        faults, held = self.faults(mode, r)
+        plan = RoundPlan(seq, mode, r, skews[job.rank], opts.job.timeout, opts.check_ids, wrong, faults, held)
         try:
             job.store.barrier(f"stress/{seq}/start", timeout=self.resync_timeout)
         except BarrierTimeout as e:  # a rank is gone: this round cannot run
-            row = judge(mode, r, self.n, [None] * self.n, e.missing, self.history)
+            row = judge(mode, r, self.n, [None] * self.n, e.missing, self.history,
+                        {"dead": self.everyone.dead([m for m, _ in e.missing])})
             row["diagnosis"] = "at the start of the round: " + row["diagnosis"]
             return {"seq": seq, "mode": mode, "round": r, **row, "skew_ms": [], "ranks": [], "lost": True}
-        rec = run_round(job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify)
-        records, missing = gather(job, seq, rec, self.gather_timeout)
-        row = judge(mode, r, self.n, records, missing, self.history)
+        except Exception as e:
+            lost = store_lost(e, job.rank, "start")
+            if lost is None:
+                raise
+            return self.lost_row(seq, mode, r, skews, None, lost)
+        if "store-loss" in faults:  # rank 0 hosts the store: dropping its server takes it away
+            job.store.server = None
+        rec = absent(job, plan) if "missing-rank" in faults else run_round(
+            job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify)
+        try:
+            records, missing, dead = gather(job, seq, rec, self.gather_timeout, self.everyone, self.stop,
+                                            opts.job.timeout + 2.0)
+            last = {m: self.last_phase(seq, m) for m, _ in missing}
+        except StoreLost as lost:
+            return self.lost_row(seq, mode, r, skews, rec, lost)
+        row = judge(mode, r, self.n, records, missing, self.history,
+                    {"timeout": opts.job.timeout, "dead": dead, "last_phase": last})
+        row["injected"] = inject.in_round(opts.inject, r)
+        if dead:  # a rank died: the job cannot go on without the launcher restarting it
+            row["lost"] = True
 
         def worst(key):
             vals = [x[key] for x in records if x and x.get(key) is not None]
@@ -120,11 +249,23 @@ class Run:
                 "init_ms": worst("init_s"), "exchange_ms": worst("exchange_s"), "verify_ms": worst("verify_s"),
                 "destroy_ms": worst("teardown_s"), "ranks": records}
 
+    def last_phase(self, seq: int, rank: int) -> str | None:
+        """The last phase a rank that never reported had announced in the store."""
+        key = f"stress/{seq}/at/{rank}"
+        raw = self.job.store.raw
+        return raw.get(key).decode() if raw.check([key]) else None
+
     def __call__(self) -> int:
         job, opts = self.job, self.opts
+        self.stop.install()
         done = self.start()
         if done is None:
             return EXIT_USAGE
+        if isinstance(done, dict):  # restarted after the run had finished: say so, add nothing
+            if job.rank == 0:
+                print(f"stress: restart {self.restart} found {self.journal_path} already complete "
+                      f"({len(self.rows)} rounds); nothing to run", flush=True)
+            return done["ended"]
         todo = [p for p in self.plan() if p[0] not in done]
         self.announce(len(done), len(todo))
         base = None
@@ -133,7 +274,7 @@ class Run:
                                     opts.job.timeout, self.verify)
             if self.writer:
                 self.writer.note({"type": "baseline", **base})
-        rate, failed_here, shown = Rate(), 0, {}
+        rate, failed_here, shown, cut = Rate(), 0, {}, None
         last = time.perf_counter()
         for seq, mode, r in todo:
             row = self.one(seq, mode, r)
@@ -150,11 +291,35 @@ class Run:
                     if shown[mode] <= SHOWN_FAILURES:
                         self.progress.clear()
                         print(failure_line(row), flush=True)
-            if row.get("lost") or (failed and opts.on_failure == "stop"):
+            if row.get("lost"):
+                job.leave_timeout = LEAVE_AFTER_LOSS_S  # a rank or the store is gone: do not wait for it
+                cut = {"reason": "a rank or the job store was lost", "mode": mode, "after_round": r}
+                break
+            if failed and opts.on_failure == "stop":
+                break
+            if self.stop.requested:  # the launcher is ending the group: this round is journaled, stop
+                cut = {"reason": "SIGTERM (the launcher is stopping the job)", "mode": mode, "after_round": r}
                 break
         if job.rank != 0:
             return EXIT_FAILED if failed_here else EXIT_OK
+        if cut is not None:
+            left = self.restarts_left()
+            self.writer.note({"type": "stopped", **cut, "restarts_left": left, "time": time.time()})
+            if left > 0:  # not the end: the restarted group resumes this journal
+                self.progress.clear()
+                print(f"stress: stopped after {cut['mode']} round {cut['after_round']} ({cut['reason']}); the "
+                      f"launcher restarts the worker group ({left} restarts left), which resumes the journal",
+                      flush=True)
+                self.writer.close()
+                return EXIT_FAILED
         return self.finish(base, shown)
+
+    def restarts_left(self) -> int:
+        """How many more times the launcher (torchrun, our self-launch) will restart the group."""
+        try:
+            return max(0, int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) - self.restart)
+        except ValueError:
+            return 0
 
     # --- rank 0's words ----------------------------------------------------------------------
     def announce(self, done: int, todo: int) -> None:
@@ -165,8 +330,11 @@ class Run:
               f"skew-max {o.skew_max:g} s (seed {o.seed}), deadline {j.timeout:g} s, "
               f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}"
               + (", check-ids" if o.check_ids else ""), flush=True)
-        print(f"journal: {self.journal_path}" + (f" (resuming: {done} rounds done, {todo} to go)" if o.resume else ""),
-              flush=True)
+        again = f"restart {self.restart}: " if self.restart else ""
+        print(f"journal: {self.journal_path}" + (f" ({again}resuming: {done} rounds done, {todo} to go)"
+                                                  if self.resume else ""), flush=True)
+        if o.inject:
+            print("inject: " + ", ".join(map(str, o.inject)), flush=True)
 
     def finish(self, base: dict | None, shown: dict) -> int:
         self.progress.clear()
@@ -180,10 +348,14 @@ class Run:
         print(render(table), flush=True)
         if base:
             print(baseline_line(base, table), flush=True)
-        self.writer.note({"type": "end", "summary": table, "baseline": base, "time": time.time()})
+        restarts = [n for n in self.notes if n.get("type") == "resume" and n.get("restart")]
+        if restarts:
+            print(restart_line(restarts, self.rows), flush=True)
+        self.writer.note({"type": "end", "summary": table, "baseline": base, "restarts": len(restarts),
+                          "time": time.time()})
         self.writer.close()
         path = Path(self.opts.summary_json) if self.opts.summary_json else summary_path(self.journal_path)
-        write_summary(path, self.rows, table, base, self.identity, self.journal_path)
+        write_summary(path, self.rows, table, base, self.identity, self.journal_path, len(restarts))
         print(f"summary: {path}", flush=True)
         return EXIT_FAILED if any(r["verdict"] != "ok" for r in self.rows) else EXIT_OK
 
@@ -201,6 +373,14 @@ def baseline_line(base: dict, table: list[dict]) -> str:
     return ", ".join(parts) + ("" if not errs else f"; baseline errors: {'; '.join(errs)}")
 
 
+def restart_line(restarts: list[dict], rows: list[dict]) -> str:
+    """How often the launcher restarted the worker group, and that no completed round was lost."""
+    keys = [(r["mode"], r["round"]) for r in rows]
+    at = ", ".join(f"after {n['after_rounds']} rounds" for n in restarts)
+    kept = "no completed round lost or repeated" if len(keys) == len(set(keys)) else "ROUNDS REPEATED"
+    return f"restarts: {len(restarts)} (worker group restarted by the launcher {at}; resumed from the journal, {kept})"
+
+
 def summary_path(journal_path: Path) -> Path:
     """`<journal>-summary.json` beside the journal; a taken name gets a number, never overwritten."""
     stem = journal_path.name[:-len(journal_path.suffix)] if journal_path.suffix else journal_path.name
@@ -211,12 +391,12 @@ def summary_path(journal_path: Path) -> Path:
 
 
 def write_summary(path: Path, rows: list[dict], table: list[dict], base: dict | None, identity: dict,
-                  journal_path: Path) -> Path:
+                  journal_path: Path, restarts: int = 0) -> Path:
     """Flat rows (one per mode) plus one metadata block; `failures` and `rounds` on top for callers."""
     meta = {**sysinfo.collect(identity["backend"]), "options": identity, "journal": str(journal_path),
             "baseline": base}
     doc = {"kind": "stress-summary", "schema": results.SCHEMA_VERSION, "rounds": len(rows),
-           "failures": sum(r["verdict"] != "ok" for r in rows), "meta": meta, "rows": table}
+           "failures": sum(r["verdict"] != "ok" for r in rows), "restarts": restarts, "meta": meta, "rows": table}
     try:
         with open(path, "x") as f:
             json.dump(doc, f, indent=1)

@@ -5,10 +5,10 @@ from dataclasses import asdict, dataclass, field
 
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions
+from stress.inject import Injection
 from stress.verify import CHECKS
 
 ON_FAILURE = ("continue", "stop")
-INJECT_KINDS = ("wrong", "delay")
 # Options that must match for --resume to continue a journal (the rest may change).
 RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed", "timeout",
                "collective", "bytes", "check_ids", "inject")
@@ -17,31 +17,6 @@ RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed"
 def default_timeout(backend: str) -> float:
     """A few times a healthy round: ~0.7 s on 2 x H200 with nccl (most of it destroy)."""
     return 2.0 if backend == "gloo" else 3.0
-
-
-@dataclass
-class Injection:
-    """A fault for testing the verdicts: `wrong` corrupts one element, `delay` sleeps SECONDS."""
-
-    kind: str
-    round: int
-    rank: int
-    seconds: float = 0.0
-
-    @classmethod
-    def parse(cls, text: str) -> "Injection":
-        parts = text.split(":")
-        try:
-            kind, rnd, rank = parts[0], int(parts[1]), int(parts[2])
-            seconds = float(parts[3]) if len(parts) > 3 else 0.0
-        except (IndexError, ValueError):
-            raise UsageError(f"--inject expects KIND:ROUND:RANK[:SECONDS], got '{text}'") from None
-        if kind not in INJECT_KINDS or len(parts) > (4 if kind == "delay" else 3):
-            raise UsageError(f"--inject: unknown fault '{text}' (wrong:ROUND:RANK or delay:ROUND:RANK:SECONDS)")
-        return cls(kind, rnd, rank, seconds)
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.round}:{self.rank}" + (f":{self.seconds:g}" if self.kind == "delay" else "")
 
 
 @dataclass
@@ -60,7 +35,8 @@ class StressOptions:
     resume: bool = False
     check_ids: bool = False
     baseline: int = 0  # bare init+destroy cycles measured before the rounds (0: none)
-    inject: list[Injection] = field(default_factory=list)
+    inject: list[Injection] = field(default_factory=list)  # resolved by stress.inject.resolve
+    max_restarts: int = 0  # self-launch: worker-group restarts (torchrun's --max-restarts)
 
     def __post_init__(self):
         if self.rounds < 1:
@@ -78,6 +54,8 @@ class StressOptions:
         if self.check_ids and self.job.backend == "torch":
             raise UsageError("--check-ids needs a backend whose IDs this tool exchanges (nccl, gloo); "
                              "the torch backend exchanges them inside PyTorch")
+        if self.max_restarts < 0:
+            raise UsageError(f"--max-restarts must be >= 0, got {self.max_restarts}")
         if self.baseline < 0:
             raise UsageError(f"--baseline must be >= 0 cycles, got {self.baseline}")
 

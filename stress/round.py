@@ -9,13 +9,18 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from nccl_bench import markers
 from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import BarrierTimeout, CommError, DeadlineExceeded
 from nccl_bench.lifetime import communicator
+from stress import inject
 from stress.verify import Verification
+
+PHASES = ("start", "skew", "bootstrap", "init", "verify", "destroy")  # in order; a rank's last is evidence
+SKIP_GRACE_S = 1.0  # skip-collective: the skipping rank stays away this long past the deadline
 
 
 class StaleIdCaught(CommError):
@@ -34,7 +39,22 @@ class RoundPlan:
     skew: float  # this rank's sleep before its init, seconds
     timeout: float
     check_ids: bool = False
-    inject_wrong: bool = False
+    inject_wrong: bool = False  # legacy `wrong`: one result element changed after the collective
+    faults: tuple[str, ...] = ()  # injected kinds on this rank in this round (stress.inject)
+    held_roots: tuple[int, ...] = ()  # stale-key: roots held back until the others have read
+
+
+class CollectiveSkipped(Exception):
+    """skip-collective: leave the communicator's body so that it is aborted, not destroyed."""
+
+
+def hold_back(job, plan: RoundPlan, deadline: Deadline) -> None:
+    """stale-key: this root publishes only after every other rank has read (the stock race, forced)."""
+    keys = [f"stress/{plan.seq}/read/{r}" for r in range(job.nranks) if r not in plan.held_roots]
+    try:
+        job.store.raw.wait(keys, timedelta(seconds=max(deadline.remaining(), 0.001)))
+    except Exception:
+        pass  # they never read: go on, the round shows what happened
 
 
 def check_ids_hook(job, seq: int, deadline: Deadline):
@@ -54,11 +74,22 @@ def check_ids_hook(job, seq: int, deadline: Deadline):
 
 
 def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: Verification) -> dict:
-    """Run one round on this rank; never raises CommError (it becomes the record's verdict)."""
+    """Run one round on this rank; never raises CommError (it becomes the record's verdict).
+
+    Evidence kept for the diagnosis: the phases this rank entered (also set in the store as it
+    goes, so a rank that dies leaves its last phase behind), how late it entered bootstrap,
+    whether its input matched the table, and which ranks' data arrived wrong.
+    """
     rec = {"rank": job.rank, "verdict": "ok", "error": None, "wrong": 0, "exchange_s": None,
-           "init_s": None, "verify_s": None, "teardown_s": None, "evidence": None}
+           "init_s": None, "verify_s": None, "teardown_s": None, "evidence": None, "phases": [],
+           "late_s": None, "input_wrong": 0, "wrong_from": None}
+    faults = set(plan.faults)
     seen = {}
     phases = contextlib.ExitStack()
+
+    def reached(phase: str) -> None:
+        rec["phases"].append(phase)
+        job.store.raw.set(f"stress/{plan.seq}/at/{job.rank}", phase)
 
     def closed(comm, ok, seconds):
         phases.close()
@@ -68,6 +99,11 @@ def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: V
     def after_exchange(ids):  # bootstrap range ends, init range begins, optionally check IDs
         phases.close()
         phases.enter_context(markers.span("init", round=plan.round, rank=job.rank))
+        reached("init")
+        if plan.held_roots and job.rank not in plan.held_roots:
+            job.store.raw.set(f"stress/{plan.seq}/read/{job.rank}", b"1")
+        if "crash" in faults:
+            inject.die()
         if plan.check_ids:
             check(ids)
 
@@ -81,31 +117,50 @@ def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: V
                              counter=plan.seq, store=job.store, local_rank=job.ident.local_rank,
                              namespace="stress", before_create=after_exchange)
         # torch exchanges IDs inside PyTorch: its whole create is the init range
-        phases.enter_context(markers.span("init" if backend == "torch" else "bootstrap",
-                                          round=plan.round, rank=job.rank))
+        first = "init" if backend == "torch" else "bootstrap"
+        phases.enter_context(markers.span(first, round=plan.round, rank=job.rank))
         try:
+            rec["late_s"] = time.perf_counter() - t_round
+            reached(first)
+            if job.rank in plan.held_roots:
+                hold_back(job, plan, deadline)
             with communicator(backend, init_plan, deadline, on_close=closed) as comm:
                 phases.close()
                 rec["exchange_s"], rec["init_s"] = comm.timings.exchange, comm.timings.create
                 with markers.span("verify", round=plan.round, rank=job.rank):
                     t0 = time.perf_counter()
                     send, recv = verify.buffers(comm.device)
+                    if "corrupt" in faults:
+                        send = inject.flip_bit(send)
+                    if "skip-collective" in faults:  # as if busy elsewhere: the others wait in vain
+                        time.sleep(deadline.remaining() + SKIP_GRACE_S)
+                        raise CollectiveSkipped()
+                    reached("verify")
                     verify.run(comm, send, recv)
+                    if "crash-collective" in faults:
+                        inject.die()
                     comm.wait(deadline, verify.check.name)
                     if plan.inject_wrong:
                         recv[0] += 1
                     rec["wrong"] = verify.wrong(recv)
+                    rec["input_wrong"] = verify.input_wrong(send)
+                    rec["wrong_from"] = verify.sources(recv) if rec["wrong"] else None
                     rec["verify_s"] = time.perf_counter() - t0
+                reached("destroy")
                 phases.enter_context(markers.span("destroy", round=plan.round, rank=job.rank))
             if rec["wrong"]:
                 rec["verdict"] = "wrong"
+        except CollectiveSkipped:
+            pass  # this rank saw nothing wrong; the others' evidence shows it never came
         except CommError as e:
             rec["verdict"], rec["error"] = e.kind, e.as_dict()
+            if rec["error"]["rank"] < 0:  # raised where the rank is not known (the ID exchange)
+                rec["error"].update(rank=job.rank, host=job.ident.host)
         except Exception as e:  # anything else is this round's error too: the run goes on
             rec["verdict"] = "error"
             rec["error"] = {"kind": "error", "op": "round", "lib_error": type(e).__name__,
                             "detail": str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
-                            "rank": job.rank, "host": job.ident.host}
+                            "rank": job.rank, "host": job.ident.host, "phase": (rec["phases"] or ["skew"])[-1]}
         finally:
             phases.close()
         if rec["verdict"] != "ok":
@@ -113,6 +168,13 @@ def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: V
     rec["elapsed_s"] = time.perf_counter() - t_round
     rec["evidence"] = evidence(seen.get("comm"))
     return rec
+
+
+def absent(job, plan: RoundPlan) -> dict:
+    """missing-rank: this rank does not join the round; its record says only that it was not there."""
+    return {"rank": job.rank, "verdict": "ok", "error": None, "wrong": 0, "exchange_s": None, "init_s": None,
+            "verify_s": None, "teardown_s": None, "evidence": None, "phases": [], "late_s": None,
+            "input_wrong": 0, "wrong_from": None, "elapsed_s": 0.0}
 
 
 def evidence(comm) -> dict | None:

@@ -69,6 +69,16 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
 )}
 
 
+# Where each received element came from, for the checks that move data without reducing it:
+# (rank, n, c, element index) -> source rank. Reductions mix every rank into every element.
+SOURCE = {
+    "all_gather": lambda rank, n, c, i: i // c,
+    "alltoall": lambda rank, n, c, i: i // c,
+    "broadcast": lambda rank, n, c, i: ROOT,
+    "sendrecv": lambda rank, n, c, i: (rank - 1) % n,
+}
+
+
 class Verification:
     """Buffers for one rank, built once per run; `run` enqueues, `wrong` counts bad elements."""
 
@@ -93,3 +103,15 @@ class Verification:
         if self._expect is None:
             return 0
         return int((recv.cpu() != self._expect).sum())
+
+    def input_wrong(self, send: torch.Tensor) -> int:
+        """Elements of this rank's input that differ from the table (corrupted at the source)."""
+        return int((send.cpu() != self._send).sum())
+
+    def sources(self, recv: torch.Tensor) -> list[int] | None:
+        """The ranks whose data arrived wrong here; None where a reduction hides it."""
+        src = SOURCE.get(self.check.name)
+        if src is None or self._expect is None:
+            return None
+        bad = (recv.cpu() != self._expect).nonzero().flatten().tolist()
+        return sorted({src(self.rank, self.nranks, self.count, i) for i in bad})

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# asv suite on 2 x H200 (issue 6): the full suite once, as `asv run` does it, then a direct
+# `nccl_bench bench` of all_reduce at 1 GiB whose busbw must agree with asv's within 2 %.
+#   NCCL_BENCH_COMMIT=$(git rev-parse HEAD) bash tests/gpu/asv.sh     (carry .whl: asv, nccl4py)
+# Leaves under $OUT: asv_results.tgz (results/asv in asv's layout: untar it at the repo root
+# to commit it), asv_run.log, bench_direct.json, asv.log; prints a short table last.
+# If the device copy has no .git, asv records under a throwaway commit, renamed here to
+# NCCL_BENCH_COMMIT (and NCCL_BENCH_COMMIT_DATE, unix seconds, if given) before packing.
+set -u
+source tests/gpu/env.sh
+L=$OUT/asv.log
+git config --global --add safe.directory '*' 2>/dev/null
+THROWAWAY=""
+if ! git rev-parse HEAD >/dev/null 2>&1; then
+  git init -q . && git -c user.name=asv -c user.email=asv@localhost commit -q --allow-empty \
+    -m "device copy of ${NCCL_BENCH_COMMIT:-an unknown commit}" && THROWAWAY=$(git rev-parse HEAD)
+fi
+rm -rf results/asv html
+{
+nvidia-smi --query-gpu=index,name,memory.used --format=csv
+python3 -m asv --version
+echo "== asv run (full suite; plain, as in a fresh clone)"
+t0=$(date +%s)
+timeout 500 python3 -m asv run -e > $OUT/asv_run.log 2>&1; echo "asv exit $? after $(( $(date +%s) - t0 )) s"
+grep -E "Setting up|failed|Traceback|timed out" $OUT/asv_run.log | head -20
+echo "== direct bench: all_reduce 1 GiB, ring and tree, init regular (as the asv job)"
+timeout 90 python3 -m nccl_bench bench --backend nccl --collective all_reduce --algo ring,tree --init regular \
+  --ranks-per-root 1 -b 1G -e 1G -n 20 -w 5 -c 1 -J $OUT/bench_direct.json; echo "bench exit $?"
+echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+} > $L 2>&1
+python3 - "$OUT" "$THROWAWAY" "${NCCL_BENCH_COMMIT:-}" "${NCCL_BENCH_COMMIT_DATE:-}" <<'PY'
+import itertools, json, math, sys
+from pathlib import Path
+out, throwaway, commit, commit_date = Path(sys.argv[1]), *sys.argv[2:5]
+files = [f for f in Path("results/asv").glob("*/*.json") if f.name not in ("machine.json",)]
+if not files:
+    print("no asv results recorded; see asv_run.log"); sys.exit(0)
+f = files[0]
+doc = json.loads(f.read_text())
+if throwaway and commit:  # record under the commit the device copy was made from
+    doc["commit_hash"] = commit
+    if commit_date:
+        doc["date"] = int(commit_date) * 1000
+    f.unlink()
+    f = f.with_name(commit[:8] + f.name[len(throwaway[:8]):])
+    f.write_text(json.dumps(doc, separators=(",", ":")))
+cols = doc["result_columns"]
+
+def table(name):
+    res, params = doc["results"][name][cols.index("result")], doc["results"][name][cols.index("params")]
+    combos = list(itertools.product(*params)) if params else [()]
+    res = res if isinstance(res, list) else [res]
+    return {tuple(p.strip("'") for p in c): v for c, v in zip(combos, res)}
+
+ran = failed = skipped = 0
+for name in doc["results"]:
+    for v in table(name).values():
+        if v is None: failed += 1
+        elif isinstance(v, float) and math.isnan(v): skipped += 1
+        else: ran += 1
+print(f"machine {doc['params']['machine']}, commit {doc['commit_hash'][:12]}, file {f.name}")
+print(f"values: {ran} recorded, {failed} failed, {skipped} skipped (cannot run here)")
+t = table("bandwidth.Bandwidth.track_time_per_op"); b = table("bandwidth.Bandwidth.track_busbw")
+print("\nall_reduce (asv): algo init size -> time/op, busbw GB/s")
+for (coll, algo, init, size), v in t.items():
+    if coll == "all_reduce" and v is not None and v == v:
+        print(f"  {algo:4s} {init:7s} {size:7s} {v * 1e6:10.2f} us {b[(coll, algo, init, size)]:8.2f}")
+print("\nother collectives at 1 GiB (ring, regular): busbw GB/s")
+print("  " + ", ".join(f"{c} {v:.1f}" for (c, a, i, s), v in b.items()
+                        if c != "all_reduce" and a == "ring" and i == "regular" and s == "1 GiB" and v and v == v))
+it = table("init.InitLatency.track_median")
+print("\ninit medians (ms): init rpr: " + " ".join(f"{k}" for k in ("exchange", "create", "init", "first_collective", "destroy")))
+for init in ("regular", "stock", "scoped"):
+    for rpr in ("1", "128"):
+        vals = [it.get((init, rpr, ph)) for ph in ("exchange", "create", "init", "first_collective", "destroy")]
+        if any(v is not None and v == v for v in vals):
+            print(f"  {init:7s} {rpr:>3s}: " + " ".join("fail" if v is None else f"{v * 1e3:.2f}" for v in vals))
+st = table("stress.ScopedChurn.track_rounds_per_s")
+print(f"\nstress scoped churn: {st.get(())} rounds/s")
+direct = out / "bench_direct.json"
+verdicts = []
+if direct.exists():
+    for r in json.loads(direct.read_text())["rows"]:
+        ours = b.get(("all_reduce", r["algo"], "regular", "1 GiB"))
+        ref = r["out_of_place"]["bus_bw"]
+        if ours is None or ours != ours:
+            verdicts.append(f"{r['algo']}: asv has no value"); continue
+        diff = 100 * (ours - ref) / ref
+        ok = abs(diff) <= 2
+        verdicts.append(f"{r['algo']}: asv {ours:.2f} vs bench {ref:.2f} GB/s ({diff:+.2f} %) {'ok' if ok else 'MISS'}")
+else:
+    verdicts.append("direct bench gave no JSON")
+print("\nall_reduce 1 GiB busbw, asv vs direct bench (must agree within 2 %):")
+print("\n".join("  " + v for v in verdicts))
+PY
+tar czf $OUT/asv_results.tgz results/asv 2>/dev/null && echo "packed: asv_results.tgz ($(tar tzf $OUT/asv_results.tgz | wc -l) entries; untar at the repo root)"
+grep -E "^asv exit|^bench exit" $L

@@ -1,0 +1,177 @@
+"""`report`: every plot rendered from saved result files (made by real gloo runs, tests/fixtures),
+the markdown names every input, --compare finds no change against itself and the regression in
+a doctored copy; bad input is one line naming the file, exit 2."""
+import json
+import math
+import random
+import re
+
+import pytest
+
+from helpers import REPO, one_line_error, run
+from nccl_bench import compare, plot, readers
+from nccl_bench.errors import UsageError
+
+FIX = REPO / "tests" / "fixtures"
+FIXTURES = ["bench_gloo.json", "init_gloo.json", "init_simulate.json", "stress_gloo.jsonl",
+            "stress_gloo-summary.json", "asv_cpu.json"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def report(*args, timeout=120):
+    return run(["-m", "nccl_bench", "report", *map(str, args)], timeout=timeout)
+
+
+def doctored(src, dst, edit):
+    doc = json.loads(src.read_text())
+    edit(doc)
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def as_h200(doc, graph=0):
+    """The fixture's rows with a 2 x H200 metadata block: draws the link peak and nccl-tests' anchors."""
+    doc["meta"].update(machine="h200x2", backend="nccl", links=[{"gpus": [0, 1], "link": "NV18"}],
+                       gpus=[{"index": i, "name": "NVIDIA H200", "memory_gib": 139.8} for i in range(2)])
+    doc["meta"]["versions"].update(torch="2.11.0+cu130", nccl="2.28.9")
+    doc["meta"]["bench"]["cudagraph"] = graph
+
+
+def lower_busbw(doc, factor=0.9):
+    for row in doc["rows"]:
+        for place in ("out_of_place", "in_place"):
+            row[place]["bus_bw"] *= factor
+
+
+def test_every_plot_rendered_and_every_input_named(tmp_path):
+    h200 = doctored(FIX / "bench_gloo.json", tmp_path / "bench_h200x2.json", as_h200)
+    graph = doctored(FIX / "bench_gloo.json", tmp_path / "bench_h200x2_graph.json", lambda d: as_h200(d, graph=20))
+    inputs = [FIX / f for f in FIXTURES] + [h200, graph]
+    out = tmp_path / "rep"
+    proc = report(*inputs, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    md = (out / "report.md").read_text()
+    for path in inputs:
+        assert str(path) in md, f"{path} not named in the report"
+    pngs = {p.name for p in out.glob("*.png")}
+    assert pngs == {"busbw-all_reduce.png", "busbw-all_gather.png", "latency.png", "init-phases.png",
+                    "stress-timeline-stress_gloo.png"}
+    for name in pngs:
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 20_000, name
+        assert f"]({name})" in md, f"{name} not embedded"
+    for text in ("## Inputs", "## Bandwidth (bench)", "## Communicator init (init)", "## Re-init churn",
+                 "## asv results", "stress.ScopedChurn.track_rounds_per_s", "stale IDs proven",
+                 "| h200x2 ", "nccl x2", "NCCL 2.28.9"):
+        assert text in md, text
+
+
+def test_compare_with_itself_reports_no_change(tmp_path):
+    files = [FIX / f for f in ("bench_gloo.json", "init_gloo.json", "stress_gloo.jsonl", "asv_cpu.json")]
+    out = tmp_path / "rep"
+    proc = report(*files, "--compare", *files, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 regression(s), 0 improvement(s)" in proc.stdout
+    md = (out / "report.md").read_text()
+    assert not re.search(r"\|\s*(regression|improvement|mixed)\s*\|", md)
+    for kind in ("bench", "init", "stress", "asv"):
+        assert f"### {kind}\n" in md
+    assert {"compare-bench-all_reduce.png", "compare-bench-all_gather.png", "compare-init.png",
+            "compare-stress.png", "compare-asv.png"} <= {p.name for p in out.glob("*.png")}
+
+
+def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
+    slower = doctored(FIX / "bench_gloo.json", tmp_path / "bench_slower.json", lower_busbw)
+    out = tmp_path / "rep"
+    proc = report(slower, "--compare", FIX / "bench_gloo.json", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    rows = compare.bench(readers.load_all([str(slower)]), readers.load_all([str(FIX / "bench_gloo.json")]))
+    assert rows and all(r["verdict"] == "regression" and math.isclose(r["ratio"], 0.9) for r in rows)
+    assert f"{len(rows)} regression(s), 0 improvement(s)" in proc.stdout
+    md = (out / "report.md").read_text()
+    assert not re.search(r"\|\s*no change\s*\|", md) and re.search(r"\|\s*regression\s*\|", md)
+    assert str(slower) in md and str(FIX / "bench_gloo.json") in md
+    # and the other way round: the original run is an improvement on the slower copy
+    back = compare.bench(readers.load_all([str(FIX / "bench_gloo.json")]), readers.load_all([str(slower)]))
+    assert all(r["verdict"] == "improvement" for r in back)
+
+
+def test_noise_widens_the_spread_and_a_step_is_still_found(tmp_path):
+    """Multiplicative noise of ~5 % per size: no size flagged; a 25 % drop at the large sizes: those flagged."""
+    rng = random.Random(1)
+
+    def noisy(doc, step=1.0):
+        for row in doc["rows"]:
+            for place in ("out_of_place", "in_place"):
+                f = math.exp(rng.gauss(0, 0.05)) * (step if row["size"] >= 1 << 17 else 1.0)
+                row[place]["bus_bw"] *= f
+                row[place]["time"] /= f
+    base = readers.load_all([str(FIX / "bench_gloo.json")])
+    calm = compare.bench(readers.load_all([str(doctored(FIX / "bench_gloo.json", tmp_path / "a.json", noisy))]),
+                         base)
+    assert sum(r["verdict"] != "no change" for r in calm) <= 2, [r for r in calm if r["verdict"] != "no change"]
+    stepped = compare.bench(readers.load_all([str(doctored(FIX / "bench_gloo.json", tmp_path / "b.json",
+                                                           lambda d: noisy(d, 0.75)))]), base)
+    big = [r for r in stepped if r["size"] >= 1 << 17]
+    assert sum(r["verdict"] == "regression" for r in big) >= 0.8 * len(big)
+
+
+def test_link_peak_only_where_the_link_is_known():
+    meta = {"backend": "nccl", "gpus": [{"name": "NVIDIA H200"}] * 2, "links": [{"gpus": [0, 1], "link": "NV18"}]}
+    gbps, label = plot.link_peak(meta)
+    assert math.isclose(gbps, 478.08) and "NV18" in label
+    assert plot.link_peak({**meta, "backend": "gloo"}) is None
+    assert plot.link_peak({**meta, "links": [{"gpus": [0, 1], "link": "SYS"}]}) is None
+    assert plot.link_peak({**meta, "gpus": [{"name": "NVIDIA A10"}]}) is None
+    assert [plot.size_label(n) for n in (8, 1024, 3 << 19, 8 << 30)] == ["8", "1K", "1.5M", "8G"]
+
+
+# --- bad input -------------------------------------------------------------------------------
+def bad_files(tmp):
+    bench = json.loads((FIX / "bench_gloo.json").read_text())
+    journal = (FIX / "stress_gloo.jsonl").read_text().splitlines()
+    head = json.loads(journal[0])
+    asv = json.loads((FIX / "asv_cpu.json").read_text())
+    files = {
+        "empty.json": "",
+        "blank.json": "\n \n",
+        "foreign.json": json.dumps({"name": "something else", "values": [1, 2]}),
+        "text.txt": "size time busbw\n8 11.3 0.001\n",
+        "list.json": "[1, 2, 3]",
+        "schema99.json": json.dumps({**bench, "schema": 99}),
+        "kind.json": json.dumps({**bench, "kind": "weather"}),
+        "norows.json": json.dumps({**bench, "rows": []}),
+        "badrow.json": json.dumps({**bench, "rows": [{"size": 8}]}),
+        "journal2.jsonl": "\n".join([json.dumps({**head, "schema": "nccl_bench.stress.journal/2"}), *journal[1:]]),
+        "journal_empty.jsonl": journal[0],
+        "asv1.json": json.dumps({**asv, "version": 1}),
+    }
+    for name, text in files.items():
+        (tmp / name).write_text(text)
+    return {name: tmp / name for name in files}
+
+
+def test_bad_files_are_usage_errors_naming_the_file(tmp_path):
+    for name, path in bad_files(tmp_path).items():
+        with pytest.raises(UsageError) as e:
+            readers.load(str(path))
+        assert str(path) in str(e.value) and "\n" not in str(e.value), (name, e.value)
+    with pytest.raises(UsageError, match="schema version 99"):
+        readers.load(str(tmp_path / "schema99.json"))
+    with pytest.raises(UsageError, match="no such file"):
+        readers.load(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("name", ["empty.json", "foreign.json", "schema99.json"])
+def test_bad_file_one_line_exit_2_and_nothing_written(tmp_path, name):
+    path = bad_files(tmp_path)[name]
+    out = tmp_path / "rep"
+    err = one_line_error(report(FIX / "bench_gloo.json", "--compare", path, "--out", out))
+    assert str(path) in err
+    assert not out.exists()
+
+
+def test_out_folder_with_files_is_refused(tmp_path):
+    (tmp_path / "old.md").write_text("keep me")
+    err = one_line_error(report(FIX / "bench_gloo.json", "--out", tmp_path))
+    assert "not empty" in err and (tmp_path / "old.md").read_text() == "keep me"
