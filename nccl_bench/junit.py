@@ -88,13 +88,8 @@ def to_string(suites: list[Suite], name: str = "nccl_bench") -> str:
 
 def check_writable(path: str | Path | None) -> None:
     """Fail early (exit 2) if the --junit file exists or its folder is missing."""
-    if path is None:
-        return
-    p = Path(path)
-    if p.exists():
-        raise UsageError(f"{p} already exists; reports are never overwritten (choose another --junit path)")
-    if not p.parent.is_dir():
-        raise UsageError(f"folder {p.parent} does not exist (for --junit {p})")
+    from nccl_bench.results import check_writable as check
+    check(path, "--junit")
 
 
 def write(path: str | Path, *suites: Suite, name: str = "nccl_bench") -> Path:

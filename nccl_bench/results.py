@@ -16,15 +16,15 @@ def default_path(kind: str) -> Path:
     return REPO / "results" / f"{kind}-{machine_name()}-{stamp}.json"
 
 
-def check_writable(path: str | Path | None) -> None:
+def check_writable(path: str | Path | None, option: str = "--json") -> None:
     """Fail early (exit 2) if a requested output file exists or its folder is missing."""
     if path is None:
         return
     p = Path(path)
     if p.exists():
-        raise UsageError(f"{p} already exists; results are never overwritten (choose another --json path)")
+        raise UsageError(f"{p} already exists; results are never overwritten (choose another {option} path)")
     if not p.parent.is_dir():
-        raise UsageError(f"folder {p.parent} does not exist (for --json {p})")
+        raise UsageError(f"folder {p.parent} does not exist (for {option} {p})")
 
 
 def write(kind: str, rows: list[dict], meta: dict, path: str | Path | None = None) -> Path:
