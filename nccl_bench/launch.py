@@ -130,8 +130,10 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # The agent's loggers set their own levels, so quiet each one (our driver reports failures).
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
     os.environ[SELF_LAUNCH_ENV] = "1"
     for k, v in (env_extra or {}).items():
