@@ -7,13 +7,12 @@ and judged on the difference.
 """
 from __future__ import annotations
 
-import statistics
 import sys
 from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from nccl_bench import acceptance, health, junit, launch, profiles, results, sysinfo
+from nccl_bench import acceptance, health, junit, launch, profiles, results, stats, sysinfo
 from nccl_bench.cli import Parser
 from nccl_bench.comm import check_backend, default_backend, gpu_count
 from nccl_bench.errors import EXIT_FAILED, UsageError
@@ -85,7 +84,7 @@ def step_init(o: AcceptOptions) -> dict:
     failed = sum(1 for r in doc["rows"] if not r.get("warmup") and r["outcome"] != "ok")
     out = {"init_failures": failed}
     if inits:
-        out["init_ms_p50"] = statistics.median(inits) * 1e3
+        out["init_ms_p50"] = stats.percentile(inits, 0.5) * 1e3
     return out
 
 

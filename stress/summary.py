@@ -1,12 +1,12 @@
 """The live progress line (only on a terminal) and the final table per init mode."""
 from __future__ import annotations
 
-import math
 import sys
 import time
 
 from tabulate import tabulate
 
+from nccl_bench.stats import percentile
 from stress.diagnose import FAILURES
 
 COLUMNS = ("mode", "rounds", "ok", "hangs", "errors", "wrong", "stale caught",
@@ -39,14 +39,6 @@ class Progress:
             self._shown = False
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return None
-    s = sorted(values)
-    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
-
-
 def mode_row(mode: str, rows: list[dict]) -> dict:
     """One summary row from a mode's journal rows."""
     count = {v: sum(r["verdict"] == v for r in rows) for v in ("ok",) + FAILURES}
@@ -54,7 +46,7 @@ def mode_row(mode: str, rows: list[dict]) -> dict:
     seconds = sum(r.get("seconds") or 0.0 for r in rows)
     return {"mode": mode, "rounds": len(rows), "ok": count["ok"], "hangs": count["hang"],
             "errors": count["error"], "wrong": count["wrong"], "stale_caught": count["stale"],
-            "init_p50_ms": percentile(inits, 50), "init_p99_ms": percentile(inits, 99),
+            "init_p50_ms": percentile(inits, 0.5), "init_p99_ms": percentile(inits, 0.99),
             "rounds_per_s": len(rows) / seconds if seconds > 0 else None}
 
 
