@@ -22,7 +22,7 @@ from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import EXIT_FAILED, BarrierTimeout, CommError, UsageError
 from nccl_bench.options import JobOptions, split_list
-from nccl_bench.sweep import AGGREGATES, Sweep, SweepPlan, size_steps
+from nccl_bench.sweep import Sweep, SweepPlan, size_steps
 from nccl_bench.timing import TimingPlan
 
 # nccl-tests' type names (and common aliases) -> torch dtype name
@@ -65,6 +65,7 @@ class BenchOptions:
     graph: int = 0  # -G
     aggregate: str = "avg"  # -a
     blocking: bool = False  # -z
+    cycles: int = 1  # -N
     algos: list[str] = field(default_factory=lambda: ["default"])
     proto: str | None = None
     json: str | None = None
@@ -95,10 +96,7 @@ class BenchOptions:
             raise UsageError(f"-G/--cudagraph needs --backend nccl (CUDA graphs of raw NCCL calls); "
                              f"got --backend {self.job.backend}")
         self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph)
-        if self.aggregate not in AGGREGATES:
-            raise UsageError(f"-a/--average must be 0..3 or one of {', '.join(AGGREGATES)}, got {self.aggregate}")
-        if self.check < 0:
-            raise UsageError(f"-c/--check must be >= 0, got {self.check}")
+        self.sweep_plan(self.job.timeout)  # -a, -c and -N are checked by the plan itself
         if not self.pairs():
             raise UsageError(f"no collective in {','.join(self.collectives)} runs with --algo {','.join(self.algos)} "
                              "(tree applies to all_reduce only)")
@@ -131,7 +129,7 @@ class BenchOptions:
     def sweep_plan(self, timeout: float) -> SweepPlan:
         import torch
         return SweepPlan(self.sizes(), getattr(torch, self.torch_dtype_name), TYPE_NAMES[self.torch_dtype_name],
-                         self.op, self.root, self.timing, self.check, self.aggregate, timeout)
+                         self.op, self.root, self.timing, self.check, self.aggregate, timeout, self.cycles)
 
 
 def parser() -> Parser:
@@ -151,6 +149,8 @@ def parser() -> Parser:
     p.add_argument("-G", "--cudagraph", type=int, default=0, help="capture -n iterations in a CUDA graph, replay N times")
     p.add_argument("-a", "--average", default="1", help="time across ranks: 0 rank0, 1 avg, 2 min, 3 max")
     p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
+    p.add_argument("-N", "--run_cycles", type=int, default=1,
+                   help="run the sweep N times on the same buffers, each cycle printed and kept (default 1)")
     p.add_argument("--algo", default="default", help="NCCL algorithm(s), each its own communicator: "
                    + ",".join(ALGOS))
     p.add_argument("--proto", default=None, help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
@@ -174,8 +174,8 @@ def options(a) -> BenchOptions:
         min_bytes=parse_size(a.minbytes, "-b/--minbytes"), max_bytes=parse_size(a.maxbytes, "-e/--maxbytes"),
         factor=a.stepfactor, step=None if a.stepbytes is None else parse_size(a.stepbytes, "-i/--stepbytes"),
         iters=a.iters, warmup=a.warmup_iters, check=a.check, op=a.op, dtype=a.datatype, root=a.root,
-        graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), algos=a.algo.split(","), proto=a.proto,
-        json=a.json, confirm_algo=not a.no_algo_confirm)
+        graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), cycles=a.run_cycles,
+        algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm)
 
 
 # --- the driver (before any rank runs) -------------------------------------------------------------
@@ -341,8 +341,10 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                                          algo_confirmed=algo_verdict(algo, coll, reported.get(f"{algo}/{name}/{r['size']}")))
                             rows.extend(got)
                             if job.rank == 0:
-                                print(table(got, f"{name}  algo {algo}  init {init}  "
-                                                         f"{o.job.backend} x{job.nranks}"), flush=True)
+                                title = f"{name}  algo {algo}  init {init}  {o.job.backend} x{job.nranks}"
+                                for cycle in range(o.cycles):
+                                    of = f"  cycle {cycle + 1}/{o.cycles}" if o.cycles > 1 else ""
+                                    print(table([r for r in got if r["cycle"] == cycle], title + of), flush=True)
         except (CommError, BarrierTimeout) as e:
             error = e
         if job.rank != 0:
@@ -410,7 +412,7 @@ def metadata(o: BenchOptions, plan: SweepPlan, hosts, nranks: int, confirmation:
         "ranks_per_root": o.job.ranks_per_root, "minbytes": o.min_bytes, "maxbytes": o.max_bytes,
         "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
         "warmup_iters": o.warmup, "check": o.check, "op": o.op, "datatype": plan.type_name, "root": o.root,
-        "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "time_unit": "us",
+        "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles, "time_unit": "us",
         "bw_unit": "GB/s (1e9 B/s)", "timing": "cuda events around the loop" if o.job.backend != "gloo"
         else "wall clock around the loop",
         "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],

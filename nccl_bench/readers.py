@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
+from nccl_bench import stats
 from nccl_bench.errors import UsageError
 from nccl_bench.results import SCHEMA_VERSION
 
@@ -104,7 +105,33 @@ def load(given: str) -> Result:
     _check_rows(given, kind, rows)
     if not isinstance(meta, dict):
         raise UsageError(f"{given}: its metadata block is not an object")
+    if kind == "bench":
+        rows = median_over_cycles(rows)
     return Result(path, given, kind, meta, rows)
+
+
+PLACES = ("out_of_place", "in_place")
+
+
+def median_over_cycles(rows: list[dict]) -> list[dict]:
+    """bench -N: one row per point with the median time and bandwidths of its cycles (wrong values
+    summed) and `cycles` = how many; single-cycle files come back unchanged."""
+    if all(r.get("cycle", 0) == 0 for r in rows):
+        return rows
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        key = json.dumps({k: v for k, v in r.items() if k not in PLACES and k != "cycle"}, sort_keys=True)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for same in groups.values():
+        row = {k: v for k, v in same[0].items() if k != "cycle"}
+        row["cycles"] = len(same)
+        for place in PLACES:
+            wrong = [r[place].get("nwrong") for r in same]
+            row[place] = {m: stats.percentile((r[place][m] for r in same), 0.5) for m in ("time", "alg_bw", "bus_bw")}
+            row[place]["nwrong"] = None if all(w is None for w in wrong) else sum(w or 0 for w in wrong)
+        out.append(row)
+    return out
 
 
 def load_all(names: list[str]) -> list[Result]:

@@ -57,8 +57,12 @@ class SweepPlan:
     check: int = 1  # check iterations per size and placement (-c); 0 = no check
     aggregate: str = "avg"
     timeout: float = 60.0  # seconds a timing pass or a check may take before it is a hang
+    cycles: int = 1  # -N: the whole sweep again on the same buffers, each cycle its own rows
 
     def __post_init__(self):
+        if self.cycles < 1:
+            raise UsageError(f"-N/--run_cycles must be >= 1, got {self.cycles} (0, nccl-tests' endless run, "
+                             "is not offered: results are written when the sweep ends)")
         if self.aggregate not in AGGREGATES:
             raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
         if self.check < 0:
@@ -106,22 +110,28 @@ class Sweep:
             wrong += count_wrong(recv, segments, self.plan.op, self.job.nranks)
         return wrong
 
+    def _size(self, send_buf, recv_buf, lay: Layout) -> list:
+        """[time_oop, time_ip, wrong_oop, wrong_ip] of one size on this rank."""
+        p, dev = self.plan, self.comm.device
+        times, wrongs = [], []
+        for in_place in (False, True):
+            send, recv = _views(send_buf, recv_buf, lay, in_place)
+            times.append(seconds_per_op(self._launcher(send, recv), p.timing, self._wait, self.stream))
+            checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
+            wrongs.append(self._check(send, recv, lay) if checked else None)
+        return times + wrongs
+
     def _measure(self) -> list[list]:
-        """This rank's [time_oop, time_ip, wrong_oop, wrong_ip] per size."""
+        """This rank's [time_oop, time_ip, wrong_oop, wrong_ip] per cycle and size, cycle by cycle."""
         p, dev = self.plan, self.comm.device
         send_buf = torch.zeros(max(lay.send for lay in self.layouts), dtype=p.dtype, device=dev)
         recv_buf = torch.zeros(max(lay.recv for lay in self.layouts), dtype=p.dtype, device=dev)
         mine = []
-        for i, lay in enumerate(self.layouts):
-            self._show(i, lay)
-            with markers.span("size", bytes=lay.bytes, collective=self.coll.name):
-                times, wrongs = [], []
-                for in_place in (False, True):
-                    send, recv = _views(send_buf, recv_buf, lay, in_place)
-                    times.append(seconds_per_op(self._launcher(send, recv), p.timing, self._wait, self.stream))
-                    checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
-                    wrongs.append(self._check(send, recv, lay) if checked else None)
-                mine.append(times + wrongs)
+        for cycle in range(p.cycles):
+            for i, lay in enumerate(self.layouts):
+                self._show(i, lay, cycle)
+                with markers.span("size", bytes=lay.bytes, collective=self.coll.name, cycle=cycle):
+                    mine.append(self._size(send_buf, recv_buf, lay))
         self._show(None, None)
         del send_buf, recv_buf
         return mine
@@ -138,12 +148,14 @@ class Sweep:
                 mine = self._measure()
         everyone = self.job.store.all_gather_obj(f"bench/{self.tag}/{self.coll.name}", mine,
                                                  timeout=self.plan.timeout + 60)
-        return [self._row(i, lay, [e[i] for e in everyone]) for i, lay in enumerate(self.layouts)]
+        n = len(self.layouts)
+        return [self._row(cycle, lay, [e[cycle * n + i] for e in everyone])
+                for cycle in range(self.plan.cycles) for i, lay in enumerate(self.layouts)]
 
-    def _row(self, i: int, lay: Layout, per_rank: list[list]) -> dict:
+    def _row(self, cycle: int, lay: Layout, per_rank: list[list]) -> dict:
         p, coll = self.plan, self.coll
         row = {"collective": coll.name, "size": lay.bytes, "count": lay.count, "type": p.type_name,
-               "redop": p.op if coll.reduces else "none", "root": p.root if coll.rooted else -1}
+               "redop": p.op if coll.reduces else "none", "root": p.root if coll.rooted else -1, "cycle": cycle}
         for k, place in enumerate(PLACES):
             t = aggregate([r[k] for r in per_rank], p.aggregate)
             wrong = None if per_rank[0][2 + k] is None else sum(r[2 + k] for r in per_rank)
@@ -152,12 +164,13 @@ class Sweep:
                           "nwrong": wrong}
         return row
 
-    def _show(self, i, lay) -> None:
+    def _show(self, i, lay, cycle: int = 0) -> None:
         """A progress line on stderr, only when it is a terminal."""
         if not self.progress or not sys.stderr.isatty():
             return
         if lay is None:
             sys.stderr.write("\r\033[K")
         else:
-            sys.stderr.write(f"\r\033[K{self.tag} {self.coll.name}: {lay.bytes} B ({i + 1}/{len(self.layouts)})")
+            of = f", cycle {cycle + 1}/{self.plan.cycles}" if self.plan.cycles > 1 else ""
+            sys.stderr.write(f"\r\033[K{self.tag} {self.coll.name}: {lay.bytes} B ({i + 1}/{len(self.layouts)}{of})")
         sys.stderr.flush()

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from helpers import one_line_error, run
+from nccl_bench import readers
 from nccl_bench.bench import BenchOptions, _exit_code, footer, table
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions
@@ -44,8 +45,13 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
 
 def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
     proc, doc = bench(tmp_path, "--collective", "all_reduce,reduce_scatter,reduce", "-o", "avg", "-d", "half",
-                      "-a", "2", "-r", "1", "-z")
+                      "-a", "2", "-r", "1", "-z", "-N", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # -N 2: each cycle printed and kept, as nccl-tests' --run_cycles; readers take the median per point
+    assert proc.stdout.count("cycle 2/2") == 3 and doc["meta"]["bench"]["run_cycles"] == 2
+    assert sorted({r["cycle"] for r in doc["rows"]}) == [0, 1]
+    per_point = readers.load(str(tmp_path / "out.json")).rows
+    assert len(per_point) * 2 == len(doc["rows"]) and {r["cycles"] for r in per_point} == {2}
     assert {r["type"] for r in doc["rows"]} == {"half"} and {r["redop"] for r in doc["rows"]} == {"avg"}
     assert {r["root"] for r in doc["rows"] if r["collective"] == "reduce"} == {1}
     assert doc["meta"]["bench"]["average"] == "min" and doc["meta"]["bench"]["blocking"] is True
@@ -76,6 +82,8 @@ def test_bad_input_one_line_exit_2(args, needle):
     ({"algos": ["fast"]}, "unknown algorithm"),
     ({"aggregate": "median"}, "-a/--average"),
     ({"iters": 0}, "-n/--iters"),
+    ({"cycles": 0}, "-N/--run_cycles"),
+    ({"check": -1}, "-c/--check"),
 ])
 def test_bad_options(kw, needle):
     with pytest.raises(UsageError, match=needle.replace("/", ".")):
@@ -104,3 +112,16 @@ def test_wrong_values_and_unconfirmed_algo_exit_1():
     assert _exit_code([_row(0, "tree", "TREE")], {}, o) == 0
     assert _exit_code([_row(0, "tree", "RING")], {}, o) == 1
     assert "N/A" in table([_row(None)], "t")
+
+
+def test_median_over_cycles_per_point():
+    rows = []
+    for cycle, t in enumerate((10.0, 30.0, 20.0)):
+        r = _row(0)
+        r["cycle"] = cycle
+        r["out_of_place"] = {"time": t, "alg_bw": 100 / t, "bus_bw": 200 / t, "nwrong": cycle}
+        rows.append(r)
+    (one,) = readers.median_over_cycles(rows)
+    assert one["cycles"] == 3 and "cycle" not in one
+    assert one["out_of_place"] == {"time": 20.0, "alg_bw": 5.0, "bus_bw": 10.0, "nwrong": 3}
+    assert readers.median_over_cycles([_row(0)]) == [_row(0)]  # one cycle: untouched

@@ -1,0 +1,135 @@
+"""Judge a tests/gpu/bench.sh run: ours against nccl-tests of the same call and the anchors.
+
+usage: python3 tests/gpu/bench_judge.py OUT_DIR
+Every point is the median of its cycles, ours (nccl_bench.readers) and nccl-tests' (its -N rows).
+Targets (issue 3): busbw >= 99 % for every size >= 64 MiB; 8 B eager time <= 1.1 x; 8 B and
+512 KiB graph time <= reference + 0.5 us. A point is judged against nccl-tests of the same call
+when that ran, else against the committed anchors. Prints key sizes and every miss.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+import sys
+from pathlib import Path
+
+from nccl_bench import readers
+
+ANCHORS = Path("tests/gpu/anchors")
+BIG = 64 << 20
+KEY = {8, 512 << 10, 64 << 20, 1 << 30, 8 << 30}
+PLACES = (("out_of_place", "oop"), ("in_place", "ip"))
+
+
+def ours(out: Path, name: str) -> list[dict]:
+    p = out / name
+    return readers.load(str(p)).rows if p.exists() else []
+
+
+def nccl_tests(log: Path) -> dict[tuple, dict]:
+    """(collective, series, size) -> {oop_us, oop_busbw, ip_us, ip_busbw}, medians of the cycles."""
+    runs: dict[tuple, dict[int, list]] = {}
+    section = None
+    for line in log.read_text().splitlines() if log.exists() else []:
+        if line.startswith("## "):
+            section = tuple(line[3:].split()[:2])
+            continue
+        tok = line.split()
+        if section and len(tok) >= 13 and tok[0].isdigit():
+            try:
+                vals = [float(tok[i]) for i in (5, 7, 9, 11)]
+            except ValueError:
+                continue
+            runs.setdefault(section, {}).setdefault(int(tok[0]), []).append(vals)
+    out = {}
+    for (coll, series), sizes in runs.items():
+        for size, cycles in sizes.items():
+            med = [statistics.median(c[i] for c in cycles) for i in range(4)]
+            out[(coll, series.lower(), size)] = dict(zip(("oop_us", "oop_busbw", "ip_us", "ip_busbw"), med))
+    return out
+
+
+def anchors() -> dict[tuple, dict]:
+    """The committed nccl-tests anchors in the same shape."""
+    out = {}
+    for r in csv.DictReader(open(ANCHORS / "h200x2_allreduce.csv")):
+        for algo in ("ring", "tree"):
+            out[("all_reduce", algo, int(r["bytes"]))] = {
+                f"{k}_{m}": float(r[f"{algo}_{k}_{'us' if m == 'us' else 'busbw_GBps'}"])
+                for k in ("oop", "ip") for m in ("us", "busbw")}
+    for r in csv.DictReader(open(ANCHORS / "h200x2_collectives.csv")):
+        coll, series = ("all_reduce", "graph") if r["collective"] == "all_reduce_graph" else (r["collective"], "default")
+        out[(coll, series, int(r["bytes"]))] = {
+            f"{k}_{m}": float(r[f"{k}_{'us' if m == 'us' else 'busbw_GBps'}"])
+            for k in ("oop", "ip") for m in ("us", "busbw")}
+    return out
+
+
+def main(out: Path) -> int:
+    same, anc = nccl_tests(out / "nccltests.log"), anchors()
+    rows, misses = [], {"same run": 0, "anchor": 0}
+
+    def judge(what, key, field, value, rule):
+        """rule(value, reference) -> bool; returns nothing, records one table row."""
+        ref_same = same.get(key, {}).get(field)
+        ref_anc = anc.get(key, {}).get(field)
+        ok_same = None if ref_same is None else rule(value, ref_same)
+        ok_anc = None if ref_anc is None else rule(value, ref_anc)
+        if ok_same is False:
+            misses["same run"] += 1
+        if ok_anc is False:
+            misses["anchor"] += 1
+        verdict = ok_same if ok_same is not None else ok_anc
+        rows.append((what, key[2], value, ref_same, ref_anc, verdict, ok_anc))
+
+    bw = lambda v, ref: v >= 0.99 * ref  # noqa: E731
+    eager = lambda v, ref: v <= 1.1 * ref  # noqa: E731
+    graph = lambda v, ref: v <= ref + 0.5  # noqa: E731
+    for name in ("bench_allreduce_ring_tree.json", "bench_collectives.json"):
+        for r in ours(out, name):
+            series = r["algo"] if r["collective"] == "all_reduce" else "default"
+            key = (r["collective"], series, r["size"])
+            for place, k in PLACES:
+                if r["size"] >= BIG:
+                    judge(f"{r['collective']} {series} {k} busbw", key, f"{k}_busbw", r[place]["bus_bw"], bw)
+                elif r["size"] == 8 and r["collective"] == "all_reduce":
+                    judge(f"all_reduce {series} {k} us", key, f"{k}_us", r[place]["time"], eager)
+    for r in ours(out, "bench_allreduce_graph.json"):
+        key = ("all_reduce", "graph", r["size"])
+        for place, k in PLACES:
+            if r["size"] in (8, 512 << 10):
+                judge(f"all_reduce -G {k} us", key, f"{k}_us", r[place]["time"], graph)
+            elif r["size"] >= BIG:
+                judge(f"all_reduce -G {k} busbw", key, f"{k}_busbw", r[place]["bus_bw"], bw)
+
+    print(f"judged {len(rows)} values; nccl-tests in this call: {'yes' if same else 'no (anchors only)'}")
+    print(f"{'what':34s} {'size':>11s} {'ours':>9s} {'nccl-t':>9s} {'ratio':>6s} {'anchor':>9s} {'ratio':>6s}  verdict")
+    fmt = lambda v: f"{v:9.3f}" if v is not None else f"{'-':>9s}"  # noqa: E731
+    for what, size, v, rs, ra, verdict, ok_anc in rows:
+        if size in KEY or verdict is False or ok_anc is False:
+            ratio = lambda ref: f"{v / ref:6.3f}" if ref else f"{'-':>6s}"  # noqa: E731
+            word = {True: "ok", False: "MISS", None: "n/a"}[verdict]
+            print(f"{what:34s} {size:11d} {fmt(v)} {fmt(rs)} {ratio(rs)} {fmt(ra)} {ratio(ra)}  {word}"
+                  + ("  (anchor: miss)" if ok_anc is False and verdict is not False else ""))
+
+    modes: dict[int, dict] = {}
+    for r in ours(out, "bench_init_modes.json"):
+        modes.setdefault(r["size"], {})[r["init"]] = r["out_of_place"]["bus_bw"]
+    print("\ninit modes, all_reduce busbw oop (GB/s): size regular stock scoped spread%")
+    for size, m in sorted(modes.items()):
+        vals = [m.get(k, float("nan")) for k in ("regular", "stock", "scoped")]
+        spread = 100 * (max(vals) - min(vals)) / max(vals) if all(v == v for v in vals) else float("nan")
+        print(f"  {size:11d} " + " ".join(f"{v:8.2f}" for v in vals) + f"  {spread:5.2f}")
+    wrong = sum((r[p]["nwrong"] or 0) for f in ("bench_allreduce_ring_tree.json", "bench_collectives.json",
+                "bench_allreduce_graph.json", "bench_init_modes.json") for r in ours(out, f) for p, _ in PLACES)
+    print(f"\nwrong values over all runs: {wrong}")
+    judged = sum(v is not None for *_, v, _ in rows)
+    failed = sum(v is False for *_, v, _ in rows)
+    print(f"targets missed: {failed} of {judged} (vs nccl-tests of this call: {misses['same run']}; "
+          f"vs the committed anchors: {misses['anchor']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
