@@ -9,6 +9,7 @@
 #   3. all_reduce -G 20 (CUDA graph), 8 B..1 GiB
 #   4. all_reduce 64 MiB..8 GiB per init mode: regular, stock, scoped (2 roots: --ranks-per-root 1)
 # Each point is judged on the median of its cycles (bench -N, as nccl-tests' --run_cycles).
+# Ours runs first (the files to commit), then nccl-tests is built and run.
 # Logs in $OUT/bench.log and $OUT/nccltests.log; the judge's table comes last.
 set -u
 source tests/gpu/env.sh
@@ -18,18 +19,6 @@ B="timeout 300 python3 -m nccl_bench bench --backend nccl $N"
 NT=/tmp/nccltests/build
 {
 nvidia-smi --query-gpu=index,name,memory.used --format=csv
-if [ -d .nccltests ] && [ ! -x $NT/all_reduce_perf ]; then
-  t0=$SECONDS
-  NCCL_HOME=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))")
-  mkdir -p /tmp/nccltests/lib && ln -sf "$NCCL_HOME"/lib/libnccl.so.2 /tmp/nccltests/lib/libnccl.so
-  cp -r .nccltests/. /tmp/nccltests/
-  echo "== building nccl-tests against $NCCL_HOME"
-  timeout 300 make -C /tmp/nccltests -j 32 MPI=0 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
-    NCCL_HOME="$NCCL_HOME" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
-    NVLDFLAGS="-L/tmp/nccltests/lib -L$NCCL_HOME/lib" > $OUT/nccltests_build.log 2>&1
-  echo "build exit $? after $((SECONDS - t0)) s"; tail -n 5 $OUT/nccltests_build.log
-fi
-export LD_LIBRARY_PATH=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "== 1. all_reduce ring,tree 8..8G, 3 cycles"
 $B --collective all_reduce --algo ring,tree -b 8 -e 8G -f 2 -N 3 -J $OUT/bench_allreduce_ring_tree.json; echo "exit $?"
 echo "== 2. other collectives 8..8G, 3 cycles"
@@ -42,9 +31,11 @@ $B --collective all_reduce --init regular,stock,scoped --ranks-per-root 1 -b 64M
   -J $OUT/bench_init_modes.json; echo "exit $?"
 echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 } > $L 2>&1
+bash tests/gpu/nccltests.sh
 if [ -x $NT/all_reduce_perf ]; then
+  source /tmp/nccltests/env
   {
-  echo "== nccl-tests $(strings $NT/all_reduce_perf | grep -m1 -oE 'nccl-tests version [0-9.]+')"
+  echo "== nccl-tests (its version is in its own header below)"
   for algo in Ring Tree; do
     echo "## all_reduce $algo"; NCCL_ALGO=$algo timeout 200 $NT/all_reduce_perf -b 8 -e 8G -f 2 -g 2 $N -N 3
   done
