@@ -4,12 +4,12 @@
 #   NCCL_BENCH_COMMIT=$(git rev-parse HEAD) bash tests/gpu/asv.sh     (carry .whl: asv, nccl4py)
 # Leaves under $OUT: asv_results.tgz (results/asv in asv's layout: untar it at the repo root
 # to commit it), asv_run.log, bench_direct.json, asv.log; prints a short table last.
-# Where the machine has no git, tests/gpu/nogit/git stands in for it, answering with
+# Where this folder is a copy, not a git checkout, tests/gpu/nogit/git stands in for git, answering with
 # NCCL_BENCH_COMMIT and NCCL_BENCH_COMMIT_DATE (unix seconds), so asv records that commit.
 set -u
 source tests/gpu/env.sh
 L=$OUT/asv.log
-if ! command -v git >/dev/null; then  # the device image has no git: a stand-in answers for the copy
+if [ ! -e .git ]; then  # a copy, not a checkout (the device's): a git stand-in answers for it
   : "${NCCL_BENCH_COMMIT:?set NCCL_BENCH_COMMIT to the full sha the copy was made from}"
   export PATH=$PWD/tests/gpu/nogit:$PATH; mkdir -p .git
 fi
