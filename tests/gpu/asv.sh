@@ -14,9 +14,9 @@ if [ ! -e .git ]; then  # a copy, not a checkout (the device's): a git stand-in 
   export PATH=$PWD/tests/gpu/nogit:$PATH; mkdir -p .git
 fi
 git config --global --add safe.directory '*' 2>/dev/null
-# asv starts its benchmark processes without PYTHONPATH: make this tree and the carried wheels
-# importable the way an installed package is (bin/setup installs it; the device only copies it)
-printf '%s\n%s\n' "$PWD" /tmp/site > "$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/nccl_bench_device.pth"
+# asv starts its benchmark processes without PYTHONPATH but with ASV_PYTHONPATH: this tree and the
+# carried wheels (bin/setup installs the package; the device only copies it)
+export ASV_PYTHONPATH=$PYTHONPATH
 rm -rf results/asv html
 {
 nvidia-smi --query-gpu=index,name,memory.used --format=csv
