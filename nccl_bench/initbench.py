@@ -195,32 +195,6 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
-def matched(rows: list[dict], a: str, b: str, key: str = "init_s") -> dict:
-    """Medians of `key` for modes a and b over the (round, rank) where both inits succeeded.
-
-    Modes run in turn every round, so a pair shares the round's conditions; comparing all ok
-    inits instead would let stock's failures, which cluster in slow (skewed) rounds, bias its
-    median low."""
-    ok = {(r["mode"], r["round"], r["rank"]): r[key] for r in measured(rows)
-          if r["outcome"] == "ok" and r[key] is not None}
-    both = [(ok[(a, rnd, rank)], ok[(b, rnd, rank)]) for (m, rnd, rank) in ok if m == a and (b, rnd, rank) in ok]
-    return {"n": len(both), a: stats.percentile((x for x, _ in both), 0.5),
-            b: stats.percentile((y for _, y in both), 0.5)}
-
-
-def comparisons(rows: list[dict], modes: list[str]) -> list[str]:
-    """'scoped vs stock: 27.1 vs 27.0 ms over 60 matched inits' for scoped against each other mode."""
-    if "scoped" not in modes:
-        return []
-    out = []
-    for other in (m for m in modes if m != "scoped"):
-        m = matched(rows, "scoped", other)
-        if m["n"]:
-            out.append(f"  scoped vs {other}: {_ms(m['scoped'])} vs {_ms(m[other])} ms over {m['n']} init(s) "
-                       "where both succeeded (same round and rank)")
-    return out
-
-
 def failures(rows: list[dict]) -> dict[str, dict]:
     """Per mode: inits, failed inits and their kinds, over measured rounds (all ranks)."""
     out: dict[str, dict] = {}
@@ -253,9 +227,7 @@ def table(rows: list[dict]) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(f["kinds"].items()))
         proof = f"; stale IDs proven in {len(stale.get(mode, []))} round(s)" if stale.get(mode) else ""
         lines.append(f"  {mode}: {f['failed']} of {f['inits']} inits failed" + (f" ({kinds})" if kinds else "") + proof)
-    text += "\nfailed inits (every rank of every measured round):\n" + "\n".join(lines)
-    paired = comparisons(rows, list(dict.fromkeys(r["mode"] for r in rows)))
-    return text + ("\nmedian init, matched rounds:\n" + "\n".join(paired) if paired else "")
+    return text + "\nfailed inits (every rank of every measured round):\n" + "\n".join(lines)
 
 
 def progress(rnd: int, opts: InitBenchOptions, everyone: list[dict]) -> str:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Init-latency benchmark on 2 x H200 (issue 4): nccl4py nonblocking and torch, every mode,
 # compared with the anchors; then the scale model with 4096 simulated ranks. ~4 minutes.
-# scoped is judged against stock and regular on matched rounds (the same round and rank, both ok):
-# stock's failed inits cluster in rounds where ranks drift apart, which are also slow rounds.
+# "The fix costs nothing": scoped's median init may not exceed stock's or regular's by more than
+# 2 % or 1 ms. NCCL's create time is bimodal here (about 28 and 41 ms, in every mode, as in the
+# anchors' 28.4 vs 36.7 ms), so medians move with the share of slow inits; the table shows both.
 # Results: $OUT/init_nccl.json, $OUT/init_torch.json, $OUT/init_sim4096.json (copy to results/).
 set -u
 source tests/gpu/env.sh
@@ -32,11 +33,12 @@ import json, os
 from pathlib import Path
 from tabulate import tabulate
 from nccl_bench import stats
-from nccl_bench.initbench import failures, matched, summarize
+from nccl_bench.initbench import failures, summarize
 
 out = Path(os.environ["OUT"])
 ANCHOR = {"exchange_s": "0.25-0.32", "create_s": "28-37", "first_collective_s": "~137", "destroy_s": "~506"}
-rows, checks = [], []
+rows, checks, modes_shape = [], [], []
+SLOW_S = 0.033  # between the two clusters of NCCL's create time on this machine (nccl4py, 2 ranks)
 for backend in ("nccl", "torch"):
     p = out / f"init_{backend}.json"
     if not p.exists():
@@ -52,15 +54,24 @@ for backend in ("nccl", "torch"):
                     + [ANCHOR.get(key, "") if backend == "nccl" else ""])
     rows.append([backend, "failed inits"] + [f"{fails[m]['failed']}/{fails[m]['inits']}" if m in fails else "-"
                                              for m in ("regular", "stock", "scoped")] + [""])
+    sc = med.get(("scoped", "init_s"))
     for other in ("stock", "regular"):
-        m = matched(data, "scoped", other)
-        what = f"{backend}: scoped init within 2 % or 1 ms of {other} (matched rounds)"
-        if not m["n"]:
-            checks.append((what, "no round where both succeeded", "n/a"))
+        o = med.get((other, "init_s"))
+        what = f"{backend}: scoped init at most 2 % or 1 ms above {other} (medians)"
+        if sc is None or o is None:
+            checks.append((what, "no ok inits to compare", "n/a"))
         else:
-            sc, o = m["scoped"], m[other]
-            checks.append((what, f"{sc * 1e3:.2f} vs {o * 1e3:.2f} ms, n={m['n']}",
-                           "PASS" if stats.within(sc, o, 0.02, 0.001) else "FAIL"))
+            checks.append((what, f"{sc * 1e3:.2f} vs {o * 1e3:.2f} ms ({(sc - o) * 1e3:+.2f})",
+                           ("PASS" if sc - o <= max(0.02 * o, 0.001) else "FAIL") if backend == "nccl"
+                           else "info"))  # the target is the nccl4py benchmark; torch: few rounds
+    ok = [r for r in data if not r["warmup"] and r["outcome"] == "ok" and r["create_s"] is not None]
+    for m in ("regular", "stock", "scoped") if backend == "nccl" else ():
+        v = [r["create_s"] for r in ok if r["mode"] == m]
+        fast, slow = [x for x in v if x < SLOW_S], [x for x in v if x >= SLOW_S]
+        if v:
+            modes_shape.append([backend, m, len(v), f"{len(slow) / len(v):.0%}",
+                                "-" if not fast else f"{stats.percentile(fast, 0.5) * 1e3:.2f}",
+                                "-" if not slow else f"{stats.percentile(slow, 0.5) * 1e3:.2f}"])
     if backend == "nccl":
         ex = [med.get((m, "exchange_s")) for m in modes if med.get((m, "exchange_s")) is not None]
         checks.append(("nccl: ID exchange adds <= 1 ms (median, each mode)",
@@ -81,6 +92,9 @@ else:
     checks.append(("simulate 4096 ranks", "no result file", "FAIL"))
 print(tabulate(rows, headers=["backend", "median ms", "regular", "stock", "scoped", "anchor (nccl4py)"],
                tablefmt="simple", disable_numparse=True))
+print()
+print(tabulate(modes_shape, headers=["backend", "mode", "ok inits", "slow (>= 33 ms)", "fast median ms",
+                                     "slow median ms"], tablefmt="simple", disable_numparse=True))
 print()
 print(tabulate(checks, headers=["check", "measured", "verdict"], tablefmt="simple", disable_numparse=True))
 EOF
