@@ -184,7 +184,7 @@ def check_fits(o: BenchOptions, nranks: int) -> None:
     import torch
     from nccl_bench import sysinfo
     elt = torch.empty((), dtype=getattr(torch, o.torch_dtype_name)).element_size()
-    need = max(lay.send * elt + lay.recv * elt for lay in
+    need = max(2 * max(lay.send, lay.recv) * elt for lay in
                (collectives.get(c).layout(o.max_bytes, elt, nranks, 0) for c in o.collectives))
     need += 4 * collectives.CHUNK * 8  # the check's int64 temporaries
     if o.job.backend == "gloo":

@@ -69,8 +69,10 @@ class SweepPlan:
             raise UsageError(f"-c/--check must be >= 0, got {self.check}")
 
 
-def _views(send_buf, recv_buf, lay: Layout, in_place: bool):
-    """(send, recv) tensors for one size; in place they share the larger buffer, as in nccl-tests."""
+def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
+    """(send, recv) tensors for one size, `shift` elements into both buffers; in place they share
+    the larger buffer, as in nccl-tests."""
+    send_buf, recv_buf = send_buf[shift:], recv_buf[shift:]
     if not in_place:
         return send_buf[:lay.send], recv_buf[:lay.recv]
     if lay.recv >= lay.send:
@@ -96,8 +98,18 @@ class Sweep:
     def _wait(self):
         self.comm.wait(Deadline(self.plan.timeout), self.coll.name)
 
-    def _launcher(self, send, recv):
-        return lambda stream: self.comm.prepare(self.coll.name, send, recv, stream=stream, **self.args)
+    def _launcher(self, send_buf, recv_buf, lay: Layout, in_place: bool):
+        """make_launch(stream) for the timing loop. Iteration i runs on buffers moved by
+        (i % steps) x the size, as nccl-tests' startColl does "to avoid cache effects": steps is
+        how many sizes fit in the buffers (each as large as the sweep's largest)."""
+        span = max(lay.send, lay.recv)
+        steps = min(send_buf.numel() // span, max(self.plan.timing.iters, self.plan.timing.warmup, 1))
+        views = [_views(send_buf, recv_buf, lay, in_place, k * span) for k in range(steps)]
+
+        def make(stream):
+            launches = [self.comm.prepare(self.coll.name, s, r, stream=stream, **self.args) for s, r in views]
+            return lambda i: launches[i % steps]()
+        return make
 
     def _check(self, send, recv, lay: Layout) -> int:
         segments = self.coll.segments(lay, self.job.rank, self.job.nranks, self.plan.root)
@@ -116,16 +128,18 @@ class Sweep:
         times, wrongs = [], []
         for in_place in (False, True):
             send, recv = _views(send_buf, recv_buf, lay, in_place)
-            times.append(seconds_per_op(self._launcher(send, recv), p.timing, self._wait, self.stream))
+            times.append(seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait,
+                                        self.stream))
             checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
             wrongs.append(self._check(send, recv, lay) if checked else None)
         return times + wrongs
 
     def _measure(self) -> list[list]:
         """This rank's [time_oop, time_ip, wrong_oop, wrong_ip] per cycle and size, cycle by cycle."""
-        p, dev = self.plan, self.comm.device
-        send_buf = torch.zeros(max(lay.send for lay in self.layouts), dtype=p.dtype, device=dev)
-        recv_buf = torch.zeros(max(lay.recv for lay in self.layouts), dtype=p.dtype, device=dev)
+        p = self.plan
+        # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
+        numel = max(max(lay.send, lay.recv) for lay in self.layouts)
+        send_buf, recv_buf = self.comm.alloc(numel, p.dtype), self.comm.alloc(numel, p.dtype)
         mine = []
         for cycle in range(p.cycles):
             for i, lay in enumerate(self.layouts):

@@ -10,6 +10,8 @@ every rank together, so the ranks start the loop together without a store barrie
 `-z` synchronizes after each launch.
 With graph replays, the `iters` launches are captured into one CUDA graph (on the same
 stream) and the graph is replayed; time per operation = elapsed / (iters * replays).
+A launch gets its iteration's index (warm-up and timed loop each count from 0, as nccl-tests'
+startColl does), so the caller can move the buffers from one iteration to the next.
 
 CPU (gloo): wall clock around the same loop, waiting for completion at the end.
 """
@@ -21,7 +23,7 @@ from typing import Callable
 
 from nccl_bench.errors import UsageError
 
-Launch = Callable[[], None]
+Launch = Callable[[int], None]  # launch(iteration index)
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,12 @@ def seconds_per_op(make_launch: Callable[[object], Launch], plan: TimingPlan, wa
 
 
 def _cpu(launch: Launch, plan: TimingPlan, wait) -> float:
-    for _ in range(max(plan.warmup, 1)):
-        launch()
+    for i in range(max(plan.warmup, 1)):
+        launch(i)
     wait()
     t0 = time.perf_counter()
-    for _ in range(plan.iters):
-        launch()
+    for i in range(plan.iters):
+        launch(i)
         if plan.blocking:
             wait()
     wait()
@@ -69,17 +71,17 @@ def _cpu(launch: Launch, plan: TimingPlan, wait) -> float:
 def _eager(launch: Launch, plan: TimingPlan, wait, stream) -> float:
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(max(plan.warmup, 1)):
-        launch()
+    for i in range(max(plan.warmup, 1)):
+        launch(i)
     wait()
     start.record(stream)
     if plan.blocking:
-        for _ in range(plan.iters):
-            launch()
+        for i in range(plan.iters):
+            launch(i)
             stream.synchronize()
     else:
-        for _ in range(plan.iters):
-            launch()
+        for i in range(plan.iters):
+            launch(i)
     end.record(stream)
     wait()
     end.synchronize()
@@ -88,13 +90,13 @@ def _eager(launch: Launch, plan: TimingPlan, wait, stream) -> float:
 
 def _graph(launch: Launch, plan: TimingPlan, wait, stream) -> float:
     import torch
-    for _ in range(max(plan.warmup, 1)):  # eager first: NCCL connects before capture
-        launch()
+    for i in range(max(plan.warmup, 1)):  # eager first: NCCL connects before capture
+        launch(i)
     wait()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
-        for _ in range(plan.iters):
-            launch()
+        for i in range(plan.iters):
+            launch(i)
     try:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         graph.replay()  # warm replay; like the eager warm-up it lines the ranks up on the GPU

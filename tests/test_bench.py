@@ -125,3 +125,15 @@ def test_median_over_cycles_per_point():
     assert one["cycles"] == 3 and "cycle" not in one
     assert one["out_of_place"] == {"time": 20.0, "alg_bw": 5.0, "bus_bw": 10.0, "nwrong": 3}
     assert readers.median_over_cycles([_row(0)]) == [_row(0)]  # one cycle: untouched
+
+
+def test_views_move_with_the_iteration_as_in_nccl_tests():
+    import torch
+    from nccl_bench import collectives
+    from nccl_bench.sweep import _views
+    send_buf, recv_buf = torch.arange(64), torch.arange(100, 164)
+    lay = collectives.get("all_gather").layout(64, 4, 2, 1)  # 8 elements per rank, rank 1
+    send, recv = _views(send_buf, recv_buf, lay, in_place=False, shift=16)
+    assert send.tolist() == list(range(16, 24)) and recv.tolist() == list(range(116, 132))
+    send, recv = _views(send_buf, recv_buf, lay, in_place=True, shift=16)
+    assert recv.tolist() == list(range(116, 132)) and send.tolist() == list(range(124, 132))  # rank 1's slot

@@ -109,7 +109,12 @@ class Communicator(ABC):
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         """Block until enqueued work finished, or raise CommError / DeadlineExceeded."""
 
-    # --- fast launch path ----------------------------------------------------------
+    # --- buffers and the fast launch path ---------------------------------------------
+    def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        """A zeroed benchmark buffer on this communicator's device (a backend may use its
+        library's own allocator, as nccl-tests uses ncclMemAlloc)."""
+        return torch.zeros(numel, dtype=dtype, device=self.device)
+
     def prepare(self, collective: str, send: torch.Tensor, recv: torch.Tensor, op: str | None = None,
                 root: int | None = None, to: int | None = None, frm: int | None = None,
                 stream=None) -> Callable[[], None]:

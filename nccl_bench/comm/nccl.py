@@ -188,6 +188,12 @@ class NcclCommunicator(Communicator):
                 self.comm.recv(recv, frm, stream=s)
         self._call("sendrecv", pair)
 
+    def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        """ncclMemAlloc'd memory, as nccl-tests (>= 2.19) allocates its buffers: cuMem-backed, so NCCL
+        can register it, e.g. for collectives captured in CUDA graphs. Freed with the tensor."""
+        from nccl.core.interop.torch import empty
+        return empty(numel, dtype=dtype, device=self.device).zero_()
+
     def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None):
         """Resolve pointers, counts, dtype, op and stream once; each launch is one raw binding call.
 

@@ -6,12 +6,16 @@
 # Ours (JSON under $OUT, the full runs are the ones to commit under results/):
 #   1. all_reduce 8 B..8 GiB, --algo ring,tree, 3 cycles (NCCL_ALGO confirmed by the probe job)
 #   2. all_gather reduce_scatter broadcast reduce alltoall sendrecv, 8 B..8 GiB, 3 cycles
-#   3. all_reduce -G 20 (CUDA graph), 8 B..1 GiB
+#   3. all_reduce -G 20 (CUDA graph), 8 B..1 GiB, 3 cycles
 #   4. all_reduce 64 MiB..8 GiB per init mode: regular, stock, scoped (2 roots: --ranks-per-root 1)
 # Each point is judged on the median of its cycles (bench -N, as nccl-tests' --run_cycles).
 # Ours runs first (the files to commit), then nccl-tests is built and run.
 # Logs in $OUT/bench.log and $OUT/nccltests.log; the judge's table comes last.
+# `bench.sh focus`: only 2 and 3, 64 MiB..1 GiB, on both tools (about 2 minutes).
 set -u
+FOCUS=${1:-}
+R="-b 8 -e 8G"; [ "$FOCUS" = focus ] && R="-b 64M -e 1G"
+G="-b 8 -e 1G"; [ "$FOCUS" = focus ] && G="-b 64M -e 1G"
 source tests/gpu/env.sh
 L=$OUT/bench.log
 N="-n 20 -w 5 -c 1"
@@ -19,16 +23,20 @@ B="timeout 300 python3 -m nccl_bench bench --backend nccl $N"
 NT=/tmp/nccltests/build
 {
 nvidia-smi --query-gpu=index,name,memory.used --format=csv
+if [ "$FOCUS" != focus ]; then
 echo "== 1. all_reduce ring,tree 8..8G, 3 cycles"
 $B --collective all_reduce --algo ring,tree -b 8 -e 8G -f 2 -N 3 -J $OUT/bench_allreduce_ring_tree.json; echo "exit $?"
-echo "== 2. other collectives 8..8G, 3 cycles"
-$B --collective all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv -b 8 -e 8G -f 2 -N 3 \
+fi
+echo "== 2. other collectives $R, 3 cycles"
+$B --collective all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv $R -f 2 -N 3 \
   -J $OUT/bench_collectives.json; echo "exit $?"
-echo "== 3. all_reduce -G 20, 8..1G"
-$B --collective all_reduce -G 20 -b 8 -e 1G -f 2 --no-algo-confirm -J $OUT/bench_allreduce_graph.json; echo "exit $?"
+echo "== 3. all_reduce -G 20, $G"
+$B --collective all_reduce -G 20 $G -f 2 -N 3 --no-algo-confirm -J $OUT/bench_allreduce_graph.json; echo "exit $?"
+if [ "$FOCUS" != focus ]; then
 echo "== 4. all_reduce per init mode 64M..8G"
 $B --collective all_reduce --init regular,stock,scoped --ranks-per-root 1 -b 64M -e 8G -f 2 --no-algo-confirm \
   -J $OUT/bench_init_modes.json; echo "exit $?"
+fi
 echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 } > $L 2>&1
 bash tests/gpu/nccltests.sh
@@ -37,12 +45,13 @@ if [ -x $NT/all_reduce_perf ]; then
   {
   echo "== nccl-tests (its version is in its own header below)"
   for algo in Ring Tree; do
+    [ "$FOCUS" = focus ] && break
     echo "## all_reduce $algo"; NCCL_ALGO=$algo timeout 200 $NT/all_reduce_perf -b 8 -e 8G -f 2 -g 2 $N -N 3
   done
   for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
-    echo "## $c default"; timeout 200 $NT/${c}_perf -b 8 -e 8G -f 2 -g 2 $N -N 3
+    echo "## $c default"; timeout 200 $NT/${c}_perf $R -f 2 -g 2 $N -N 3
   done
-  echo "## all_reduce graph"; timeout 120 $NT/all_reduce_perf -b 8 -e 1G -f 2 -g 2 $N -G 20
+  echo "## all_reduce graph"; timeout 120 $NT/all_reduce_perf $G -f 2 -g 2 $N -G 20 -N 3
   } > $OUT/nccltests.log 2>&1
 fi
 grep -E "^== |^exit|^build|FAILED|failed|error|not confirmed|skipped" $L | head -40
