@@ -3,6 +3,9 @@
 # it) into /tmp/nccltests/build, against the NCCL and CUDA runtime the device's torch uses.
 # A no-op when the binaries are already there; prints the LD_LIBRARY_PATH to run them with into
 # /tmp/nccltests/env. Source it or run it; `bench.sh` calls it.
+# Get the source where there is a network (the GPU machine has none), then carry it:
+#   git clone --depth 1 --branch v2.19.0 https://github.com/NVIDIA/nccl-tests .nccltests
+#   echo /.nccltests/ >> .git/info/exclude     (public code: never committed here)
 set -u
 NTD=/tmp/nccltests
 if [ -x $NTD/build/all_reduce_perf ] && [ -f $NTD/env ]; then echo "nccl-tests already built"; exit 0; fi
