@@ -4,7 +4,7 @@
 # A no-op when the binaries are already there; prints the LD_LIBRARY_PATH to run them with into
 # /tmp/nccltests/env. Source it or run it; `bench.sh` calls it.
 # Get the source where there is a network (the GPU machine has none), then carry it:
-#   git clone --depth 1 --branch v2.19.0 https://github.com/NVIDIA/nccl-tests .nccltests
+#   git clone https://github.com/NVIDIA/nccl-tests .nccltests   (reference runs: 2.19.0, commit b7e251c)
 #   echo /.nccltests/ >> .git/info/exclude     (public code: never committed here)
 set -u
 NTD=/tmp/nccltests
