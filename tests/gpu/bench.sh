@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Bench validation on 2 x H200 (issue 3): busbw and latency against nccl-tests, side by side.
 # If .nccltests/ holds nccl-tests' source (not committed: carry it), it is built here and run in the
-# same call with the same settings as ours (-n 20 -w 5 -c 1 -N 3), one process driving both GPUs
-# (-g 2) as in the anchors; the committed anchors (tests/gpu/anchors) are shown beside it.
+# same call with the same settings as ours (-n 20 -w 5 -c 1 -N 3), in both process layouts:
+#   1proc  one process driving every GPU (-g N), as the committed anchors (tests/gpu/anchors) were run;
+#   mpi    one process per GPU (mpiexec -n N ... -g 1, MPICH carried in .whl/mpi), as ours runs.
+# NCCL's transport per layout (`via P2P/...` lines of NCCL_DEBUG=INFO) goes to $OUT/transports.txt.
 # Ours (JSON under $OUT, the full runs are the ones to commit under results/):
 #   1. all_reduce 8 B..8 GiB, --algo ring,tree, 3 cycles (NCCL_ALGO confirmed by the probe job)
 #   2. all_gather reduce_scatter broadcast reduce alltoall sendrecv, 8 B..8 GiB, 3 cycles
@@ -21,6 +23,15 @@ L=$OUT/bench.log
 N="-n 20 -w 5 -c 1"
 B="timeout 300 python3 -m nccl_bench bench --backend nccl $N"
 NT=/tmp/nccltests/build
+NTM=/tmp/nccltests/build_mpi
+NG=$(nvidia-smi -L | wc -l)
+# nt SECTION TIMEOUT BINARY ARGS...: one nccl-tests run in each layout that was built.
+nt() {
+  local section=$1 limit=$2 bin=$3; shift 3
+  echo "## $section 1proc"; timeout $limit $NT/$bin -g $NG "$@"
+  [ -x $NTM/$bin ] || return 0
+  echo "## $section mpi"; timeout $limit mpiexec -n $NG $NTM/$bin -g 1 "$@"
+}
 {
 nvidia-smi --query-gpu=index,name,memory.used --format=csv
 if [ "$FOCUS" != focus ]; then
@@ -46,13 +57,27 @@ if [ -x $NT/all_reduce_perf ]; then
   echo "== nccl-tests (its version is in its own header below)"
   for algo in Ring Tree; do
     [ "$FOCUS" = focus ] && break
-    echo "## all_reduce $algo"; NCCL_ALGO=$algo timeout 200 $NT/all_reduce_perf -b 8 -e 8G -f 2 -g 2 $N -N 3
+    NCCL_ALGO=$algo nt "all_reduce $algo" 200 all_reduce_perf -b 8 -e 8G -f 2 $N -N 3
   done
   for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
-    echo "## $c default"; timeout 200 $NT/${c}_perf $R -f 2 -g 2 $N -N 3
+    nt "$c default" 200 ${c}_perf $R -f 2 $N -N 3
   done
-  echo "## all_reduce graph"; timeout 120 $NT/all_reduce_perf $G -f 2 -g 2 $N -G 20 -N 3
+  nt "all_reduce graph" 120 all_reduce_perf $G -f 2 $N -G 20 -N 3
   } > $OUT/nccltests.log 2>&1
 fi
+# Which transport NCCL picked in each layout (a direct pointer needs one process for both GPUs).
+{
+  V="env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P"
+  echo "## nccl_bench"; $V timeout 120 python3 -m nccl_bench bench --backend nccl --collective all_gather \
+    -b 1M -e 1M -n 2 -w 1 --no-algo-confirm --json $OUT/probe.json 2>&1 | grep -E " via |NCCL INFO P2P"
+  if [ -x $NT/all_gather_perf ]; then
+    echo "## nccl-tests 1proc"; $V timeout 60 $NT/all_gather_perf -g $NG -b 1M -e 1M 2>&1 | grep -E " via |NCCL INFO P2P"
+  fi
+  if [ -x $NTM/all_gather_perf ]; then
+    echo "## nccl-tests mpi"; $V timeout 60 mpiexec -n $NG $NTM/all_gather_perf -g 1 -b 1M -e 1M 2>&1 \
+      | grep -E " via |NCCL INFO P2P"
+  fi
+} > $OUT/transports.txt 2>&1
+sed -E 's/^.*NCCL INFO //' $OUT/transports.txt | grep -E "^## | via " | uniq | head -24
 grep -E "^== |^exit|^build|FAILED|failed|error|not confirmed|skipped" $L | head -40
 python3 tests/gpu/bench_judge.py "$OUT"
