@@ -13,6 +13,7 @@ class GpuCase:
     timeout: float
     argv: list = field(default_factory=list)
     expect: str = "exit0"
+    exit_code: int = 0
 
 
 CASES = [
@@ -31,4 +32,18 @@ CASES = [
     GpuCase("torch-stock-stale-then-recover", 2, 200,
             ["tests/jobs/churn.py", "{tmp}/torch.jsonl", "--backend", "torch", "--modes", "stock,stock,scoped",
              "--delay", "1:1:3", "--timeout", "12"], expect="stale-round-1-then-ok"),
+    # every collective, Ring and Tree, each element checked; the algorithm confirmed by NCCL
+    GpuCase("bench-nccl-every-collective", 2, 240,
+            ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all", "--algo", "ring,tree",
+             "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "-c", "1", "--json", "{tmp}/bench.json"],
+            expect="bench-exact"),
+    GpuCase("bench-nccl-cuda-graph", 2, 120,
+            ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce,all_gather", "-G", "3",
+             "-b", "8", "-e", "1M", "-f", "32", "-n", "5", "-w", "2", "-c", "1", "--no-algo-confirm",
+             "--json", "{tmp}/bench.json"], expect="bench-exact"),
+    # a fault injected into rank 1's input in round 1: found, named silent corruption at the source
+    GpuCase("stress-nccl-corrupt", 2, 120,
+            ["-m", "stress", "--backend", "nccl", "--rounds", "3", "--timeout", "5", "--skew-max", "0",
+             "--init", "scoped", "--inject", "corrupt@1:1", "--journal", "{tmp}/corrupt.jsonl"],
+            expect="corrupt-round-1", exit_code=1),
 ]

@@ -16,7 +16,7 @@ def test_gpu_case(case, tmp_path):
         pytest.skip(f"needs {case.gpus} GPU(s), this machine has {have}")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in case.argv]
     proc = run(argv, timeout=case.timeout)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == case.exit_code, proc.stderr[-3000:]
     if case.expect == "stale-round-1-then-ok":
         rounds = [json.loads(l) for l in open(argv[1])]
         ok = [all(e["ok"] for e in r["ranks"]) for r in rounds]
@@ -25,3 +25,18 @@ def test_gpu_case(case, tmp_path):
         assert all(e["error"]["kind"] == "hang" for e in failed)
         fps = {tuple(e["evidence"]["fingerprints"]) for e in failed}
         assert len(fps) > 1, "the ranks should disagree on the IDs they used"
+    if case.expect == "bench-exact":
+        rows = json.load(open(argv[argv.index("--json") + 1]))["rows"]
+        asked = argv[argv.index("--collective") + 1]
+        assert asked == "all" or {r["collective"] for r in rows} == set(asked.split(","))
+        assert all(r[p]["nwrong"] in (0, None) for r in rows for p in ("out_of_place", "in_place"))
+        assert all(r["out_of_place"]["bus_bw"] >= 0 and r["out_of_place"]["time"] > 0 for r in rows)
+        if "--algo" in argv:
+            assert {r["algo"] for r in rows} == {"ring", "tree"}
+            assert len({r["collective"] for r in rows}) == 7
+            assert all(r["algo_confirmed"] in (True, None) for r in rows)
+    if case.expect == "corrupt-round-1":
+        rounds = [json.loads(l) for l in open(argv[argv.index("--journal") + 1])]
+        rounds = [r for r in rounds if r.get("type") == "round"]
+        assert [r["verdict"] for r in rounds] == ["ok", "wrong", "ok"], [r["verdict"] for r in rounds]
+        assert "corrupted at the source" in rounds[1]["diagnosis"]

@@ -130,9 +130,26 @@ def main(out: Path) -> int:
     print(f"\nwrong values over all runs: {wrong}")
     judged = sum(r[-1] is not None for r in rows)
     failed = sum(r[-1] is False for r in rows)
+    spread_of_busbw(rows)
     print(f"targets missed: {failed} of {judged} (vs nccl-tests of this call, one process: {misses['1proc']}; "
           f"one process per GPU: {misses['mpi']}; vs the committed anchors: {misses['anchor']})")
     return 0
+
+
+def spread_of_busbw(rows: list) -> None:
+    """The 99 % bar against the noise it sits in: ours over each nccl-tests, and nccl-tests in one
+    layout over the other (the same binary and settings, so any miss there is noise)."""
+    pairs = {"ours / nccl-tests 1proc": lambda v, ref: (v, ref["1proc"]),
+             "ours / nccl-tests mpi": lambda v, ref: (v, ref["mpi"]),
+             "nccl-tests mpi / 1proc": lambda v, ref: (ref["mpi"], ref["1proc"]),
+             "nccl-tests 1proc / mpi": lambda v, ref: (ref["1proc"], ref["mpi"])}
+    busbw = [(v, ref) for what, _, v, ref, _, _ in rows if what.endswith("busbw")]
+    print("\nbusbw >= 64 MiB, ratio of medians:  points  median   min  below 0.99")
+    for name, pick in pairs.items():
+        ratios = [a / b for a, b in (pick(v, ref) for v, ref in busbw) if a and b]
+        if ratios:
+            print(f"  {name:32s} {len(ratios):6d}  {statistics.median(ratios):6.3f} {min(ratios):6.3f}"
+                  f"  {sum(r < 0.99 for r in ratios):6d}")
 
 
 if __name__ == "__main__":
