@@ -3,9 +3,9 @@
 GPU: CUDA events around the whole loop of `iters` launches on one stream, after the
 warm-up launches (as nccl-tests times its loop, not each call). The host waits for the
 warm-up before the start event, so the GPU starts the loop idle and the time includes
-the host's launch cost, as nccl-tests' does; had the loop been queued behind busy
-warm-ups, small sizes would show the device's rate, not the latency a caller sees (seen
-on 2 x H200: 6 us instead of 12 us at 8 B). The last warm-up collective completes on
+the host's launch cost, as nccl-tests' does (it waits for the warm-up, then starts its
+timer); had the loop been queued behind busy warm-ups, small sizes would show the device's
+rate, not the latency a caller sees. The last warm-up collective completes on
 every rank together, so the ranks start the loop together without a store barrier.
 `-z` synchronizes after each launch.
 With graph replays, the `iters` launches are captured into one CUDA graph (on the same
