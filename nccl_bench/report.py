@@ -20,7 +20,7 @@ from tabulate import tabulate
 
 from nccl_bench import compare, readers
 from nccl_bench.cli import Parser
-from nccl_bench.errors import UsageError
+from nccl_bench.errors import EXIT_FAILED, UsageError
 from nccl_bench.sysinfo import REPO, git_sha
 
 KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept")
@@ -37,6 +37,8 @@ def parser() -> Parser:
                    help="result files of the run to compare with (ratios are FILE / OTHER)")
     p.add_argument("--out", default=None, help="folder for report.md and the PNGs (default "
                    "results/report-<time>/; must be new or empty)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when --compare flags a regression (the report is written first), for CI")
     return p
 
 
@@ -45,10 +47,13 @@ class ReportOptions:
     files: list[str]
     compare: list[str] = field(default_factory=list)
     out: str | None = None
+    fail_on_regression: bool = False
 
     def __post_init__(self):
         if not self.files:
             raise UsageError("report: give at least one result FILE")
+        if self.fail_on_regression and not self.compare:
+            raise UsageError("--fail-on-regression needs --compare OTHER...: there is nothing to regress from")
         if self.out is not None:
             out = Path(self.out)
             if out.exists() and not out.is_dir():
@@ -350,7 +355,7 @@ def _slug(text: str) -> str:
 
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
-    opts = ReportOptions(files=a.files, compare=a.compare, out=a.out)
+    opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
     mine, others = readers.load_all(opts.files), readers.load_all(opts.compare)  # all checked before writing
     out = Path(opts.out) if opts.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
@@ -364,4 +369,4 @@ def main(argv: list[str]) -> int:
         print(f"comparison: {report.flagged['regression']} regression(s), {report.flagged['improvement']} "
               "improvement(s) beyond the measured spread")
     sys.stdout.flush()
-    return 0
+    return EXIT_FAILED if opts.fail_on_regression and report.flagged["regression"] else 0

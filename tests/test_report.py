@@ -94,6 +94,13 @@ def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
     # and the other way round: the original run is an improvement on the slower copy
     back = compare.bench(readers.load_all([str(FIX / "bench_gloo.json")]), readers.load_all([str(slower)]))
     assert all(r["verdict"] == "improvement" for r in back)
+    # for CI: the same comparison exits 1 with --fail-on-regression, after writing its report
+    strict = report(slower, "--compare", FIX / "bench_gloo.json", "--out", tmp_path / "strict",
+                    "--fail-on-regression")
+    assert strict.returncode == 1 and (tmp_path / "strict" / "report.md").exists(), strict.stderr
+    calm = report(FIX / "bench_gloo.json", "--compare", FIX / "bench_gloo.json", "--out", tmp_path / "calm",
+                  "--fail-on-regression")
+    assert calm.returncode == 0, calm.stderr
 
 
 def test_noise_widens_the_spread_and_a_step_is_still_found(tmp_path):
@@ -175,3 +182,8 @@ def test_out_folder_with_files_is_refused(tmp_path):
     (tmp_path / "old.md").write_text("keep me")
     err = one_line_error(report(FIX / "bench_gloo.json", "--out", tmp_path))
     assert "not empty" in err and (tmp_path / "old.md").read_text() == "keep me"
+
+
+def test_fail_on_regression_without_compare_is_refused(tmp_path):
+    err = one_line_error(report(FIX / "bench_gloo.json", "--out", tmp_path / "r", "--fail-on-regression"))
+    assert "--fail-on-regression needs --compare" in err and not (tmp_path / "r").exists()
