@@ -108,12 +108,22 @@ def _norm_bus(bus_id: str) -> str:
 
 
 def _links(nv, handles, bus) -> list[dict]:
-    """Each GPU pair: NV<k> for k active NVLinks between them, else the PCIe relationship."""
+    """Each GPU pair: NV<k> as `nvidia-smi topo -m` shows it, else the PCIe relationship.
+
+    k counts the NVLinks from one GPU straight to the other. Through NVSwitches (HGX 4/8-GPU
+    boards) a link's far end is a switch, and a pair reaches each other over all of its links:
+    k is the smaller GPU's switch-link count. Where the far end cannot be read (seen in VMs)
+    but NVML says the pair talks over NVLink, the same rule applies to its active links.
+    """
     counts: dict[tuple[int, int], int] = {}
+    to_switch = [0] * len(handles)
     for i, h in enumerate(handles):
         for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
             try:
                 if nv.nvmlDeviceGetNvLinkState(h, link) != nv.NVML_FEATURE_ENABLED:
+                    continue
+                if _far_end_is_switch(nv, h, link):
+                    to_switch[i] += 1
                     continue
                 remote = nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId
                 remote = remote.decode() if isinstance(remote, bytes) else remote
@@ -127,8 +137,10 @@ def _links(nv, handles, bus) -> list[dict]:
     for i in range(len(handles)):
         for j in range(i + 1, len(handles)):
             k = counts.get((i, j), 0) // 2 or counts.get((i, j), 0)
-            if not k and len(handles) == 2 and _p2p_nvlink(nv, handles[i], handles[j]):
-                k = min(active)  # remote PCI info unreadable; a pair shares all its links
+            if not k and to_switch[i] and to_switch[j]:
+                k = min(to_switch[i], to_switch[j])
+            if not k and not counts and _p2p_nvlink(nv, handles[i], handles[j]):
+                k = min(active[i], active[j])  # far ends unreadable
             if k:
                 out.append({"gpus": [i, j], "link": f"NV{k}"})
             else:
@@ -139,6 +151,13 @@ def _links(nv, handles, bus) -> list[dict]:
                 except Exception:
                     out.append({"gpus": [i, j], "link": "?"})
     return out
+
+
+def _far_end_is_switch(nv, h, link) -> bool:
+    try:
+        return nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link) == getattr(nv, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 1)
+    except Exception:
+        return False
 
 
 def _active_links(nv, h) -> int:
