@@ -106,6 +106,19 @@ def _outcome(fn) -> dict:
         return {"error": f"unexpected result: {type(e).__name__}: {e}"}
 
 
+def _cache(seconds: float, jobs) -> dict:
+    """A setup_cache: this machine, and the outcome of each of `jobs(machine)`'s (key, run) pairs,
+    run(budget) one after the other within `seconds` (asv's timeout for the cache)."""
+    m = this_machine()
+    cache = {"machine": asdict(m), "jobs": {}}
+    if m.cannot_run():
+        return cache
+    budget = Budget(seconds)
+    for key, run in jobs(m):
+        cache["jobs"][key] = _outcome(lambda: run(budget))
+    return cache
+
+
 def _value(entry: dict | None, what: str):
     if entry is None:
         raise NotImplementedError(f"{what}: not run on this machine")
@@ -157,16 +170,12 @@ def _bench_points(doc: dict) -> dict:
 
 
 def bandwidth_cache() -> dict:
-    m = this_machine()
-    cache = {"machine": asdict(m), "jobs": {}}
-    if m.cannot_run():
-        return cache
-    budget = Budget(BANDWIDTH_BUDGET)
-    cap = 60.0 if m.gloo else 100.0
-    for init, algo in bandwidth_jobs(m):
-        cache["jobs"][(init, algo)] = _outcome(
-            lambda: _bench_points(run_json(_bench_argv(m, init, algo), budget.job(cap), json_flag="-J")))
-    return cache
+    def jobs(m: Machine):
+        cap = 60.0 if m.gloo else 100.0
+        for init, algo in bandwidth_jobs(m):
+            yield (init, algo), lambda budget, init=init, algo=algo: _bench_points(
+                run_json(_bench_argv(m, init, algo), budget.job(cap), json_flag="-J"))
+    return _cache(BANDWIDTH_BUDGET, jobs)
 
 
 def bandwidth_point(cache: dict, collective: str, algo: str, init: str, size: str) -> dict:
@@ -217,17 +226,13 @@ def _init_medians(doc: dict) -> dict:
 
 
 def init_cache() -> dict:
-    m = this_machine()
-    cache = {"machine": asdict(m), "jobs": {}}
-    if m.cannot_run():
-        return cache
-    budget = Budget(INIT_BUDGET)
-    cap = 40.0 if m.gloo else 90.0
-    for rpr in RANKS_PER_ROOT:
-        # exit 1 is a failed init somewhere: judged per mode below, not per job
-        cache["jobs"][rpr] = _outcome(
-            lambda: _init_medians(run_json(_init_argv(m, rpr), budget.job(cap), ok_codes=(0, 1))))
-    return cache
+    def jobs(m: Machine):
+        cap = 40.0 if m.gloo else 90.0
+        for rpr in RANKS_PER_ROOT:
+            # exit 1 is a failed init somewhere: judged per mode below, not per job
+            yield rpr, lambda budget, rpr=rpr: _init_medians(
+                run_json(_init_argv(m, rpr), budget.job(cap), ok_codes=(0, 1)))
+    return _cache(INIT_BUDGET, jobs)
 
 
 def init_phase(cache: dict, init: str, ranks_per_root: int, phase: str) -> float:
@@ -256,13 +261,10 @@ def _stress_row(doc: dict) -> dict:
 
 
 def stress_cache() -> dict:
-    m = this_machine()
-    cache = {"machine": asdict(m), "jobs": {}}
-    if not m.cannot_run():
-        budget = Budget(STRESS_BUDGET)
-        cache["jobs"]["scoped"] = _outcome(lambda: _stress_row(run_json(
-            _stress_argv(m), budget.job(STRESS_BUDGET), json_flag="--summary-json")))
-    return cache
+    def jobs(m: Machine):
+        yield "scoped", lambda budget: _stress_row(
+            run_json(_stress_argv(m), budget.job(STRESS_BUDGET), json_flag="--summary-json"))
+    return _cache(STRESS_BUDGET, jobs)
 
 
 def stress_rate(cache: dict) -> float:

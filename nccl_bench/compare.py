@@ -147,16 +147,18 @@ def failure_rates(group: str, new_failed: int, new_n: int, base_failed: int, bas
     return row
 
 
+def _per_mode(new, base, keep=lambda r: True):
+    """(mode, this run's rows, the compared run's rows) for each mode that both runs have."""
+    for mode in dict.fromkeys(r["mode"] for res in new + base for r in res.rows):
+        a, b = ([r for res in results for r in res.rows if r["mode"] == mode and keep(r)] for results in (new, base))
+        if a and b:
+            yield mode, a, b
+
+
 def init(new, base) -> list[dict]:
     from nccl_bench.initbench import PHASES
     rows = []
-    modes = dict.fromkeys(r["mode"] for res in new + base for r in res.rows)
-    for mode in modes:
-        def pick(results):
-            return [r for res in results for r in res.rows if r["mode"] == mode and not r["warmup"]]
-        a, b = pick(new), pick(base)
-        if not a or not b:
-            continue
+    for mode, a, b in _per_mode(new, base, keep=lambda r: not r["warmup"]):
         for label, key in PHASES:
             rows.append(medians(mode, label, [r[key] for r in a if r["outcome"] == "ok" and r[key] is not None],
                                 [r[key] for r in b if r["outcome"] == "ok" and r[key] is not None]))
@@ -167,13 +169,7 @@ def init(new, base) -> list[dict]:
 
 def stress(new, base) -> list[dict]:
     rows = []
-    modes = dict.fromkeys(r["mode"] for res in new + base for r in res.rows)
-    for mode in modes:
-        def pick(results):
-            return [r for res in results for r in res.rows if r["mode"] == mode]
-        a, b = pick(new), pick(base)
-        if not a or not b:
-            continue
+    for mode, a, b in _per_mode(new, base):
         rate = lambda rs: [1 / r["seconds"] for r in rs if r.get("seconds")]  # noqa: E731
         rows.append(medians(mode, "rounds/s", rate(a), rate(b), higher_is_better=True))
         ok_init = lambda rs: [r["init_ms"] for r in rs if r["verdict"] == "ok" and r.get("init_ms")]  # noqa: E731

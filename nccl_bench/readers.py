@@ -110,7 +110,7 @@ def load(given: str) -> Result:
     return Result(path, given, kind, meta, rows)
 
 
-PLACES = ("out_of_place", "in_place")
+PLACES = ("out_of_place", "in_place")  # a bench row's two measurements; sweep writes them
 
 
 def median_over_cycles(rows: list[dict]) -> list[dict]:

@@ -18,10 +18,10 @@ from nccl_bench import markers
 from nccl_bench.collectives import Collective, Layout, count_wrong, fill
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import UsageError
+from nccl_bench.readers import PLACES
 from nccl_bench.timing import TimingPlan, seconds_per_op
 
 AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
-PLACES = ("out_of_place", "in_place")
 
 
 def size_steps(min_bytes: int, max_bytes: int, factor: float | None, step: int | None) -> list[int]:
