@@ -66,6 +66,8 @@ class BenchOptions:
     aggregate: str = "avg"  # -a
     blocking: bool = False  # -z
     cycles: int = 1  # -N
+    report_cputime: bool = False  # -C: the time column is the host (CPU) time per launch
+    local_register: int = 0  # -R: 0 none, 1 local (ncclCommRegister), 2 symmetric (ncclCommWindowRegister)
     algos: list[str] = field(default_factory=lambda: ["default"])
     proto: str | None = None
     json: str | None = None
@@ -95,6 +97,11 @@ class BenchOptions:
         if self.graph and self.job.backend != "nccl":
             raise UsageError(f"-G/--cudagraph needs --backend nccl (CUDA graphs of raw NCCL calls); "
                              f"got --backend {self.job.backend}")
+        if self.local_register not in (0, 1, 2):
+            raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.local_register}")
+        if self.local_register and self.job.backend != "nccl":
+            raise UsageError(f"-R/--local_register {self.local_register} needs --backend nccl "
+                             f"(buffer registration is NCCL's); got --backend {self.job.backend}")
         self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph)
         self.sweep_plan(self.job.timeout)  # -a, -c and -N are checked by the plan itself
         if not self.pairs():
@@ -129,7 +136,8 @@ class BenchOptions:
     def sweep_plan(self, timeout: float) -> SweepPlan:
         import torch
         return SweepPlan(self.sizes(), getattr(torch, self.torch_dtype_name), TYPE_NAMES[self.torch_dtype_name],
-                         self.op, self.root, self.timing, self.check, self.aggregate, timeout, self.cycles)
+                         self.op, self.root, self.timing, self.check, self.aggregate, timeout, self.cycles,
+                         self.report_cputime, self.local_register)
 
 
 def parser() -> Parser:
@@ -141,7 +149,8 @@ def parser() -> Parser:
     p.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by this factor")
     p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes (default 1M when no -f)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations per timing (default 5)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at the largest and at the smallest size when a sweep starts, as "
+                   "nccl-tests (default 5); each size then has one untimed sync launch")
     p.add_argument("-c", "--check", type=int, default=1, help="check iterations per size (default 1; 0 = none)")
     p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS))
     p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES))
@@ -151,6 +160,11 @@ def parser() -> Parser:
     p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
     p.add_argument("-N", "--run_cycles", type=int, default=1,
                    help="run the sweep N times on the same buffers, each cycle printed and kept (default 1)")
+    p.add_argument("-C", "--report_cputime", type=int, default=0,
+                   help="1: the time column is the host (CPU) time per launch; JSON key cpu_time (default 0)")
+    p.add_argument("-R", "--local_register", type=int, default=0,
+                   help="register the buffers with NCCL: 0 no, 1 local (ncclCommRegister), "
+                   "2 symmetric windows (NCCL >= 2.27); nccl backend only (default 0)")
     p.add_argument("--algo", default="default", help="NCCL algorithm(s), each its own communicator: "
                    + ",".join(ALGOS))
     p.add_argument("--proto", default=None, help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
@@ -175,6 +189,7 @@ def options(a) -> BenchOptions:
         factor=a.stepfactor, step=None if a.stepbytes is None else parse_size(a.stepbytes, "-i/--stepbytes"),
         iters=a.iters, warmup=a.warmup_iters, check=a.check, op=a.op, dtype=a.datatype, root=a.root,
         graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), cycles=a.run_cycles,
+        report_cputime=bool(a.report_cputime), local_register=a.local_register,
         algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm)
 
 
@@ -322,7 +337,7 @@ def worker(o: BenchOptions, confirmed_path: str | None):
         reported = confirmation["reported"]
         for algo, name in o.skipped():
             job.say(f"# skipped {name} with --algo {algo}: NCCL has no {algo} algorithm for it")
-        rows, error, counter = [], None, 0
+        rows, error, counter, launch_path = [], None, 0, None
         progress = sys.stderr.isatty()
         try:
             for init in o.job.init:
@@ -333,6 +348,7 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                     counter += 1
                     with communicator(o.job.backend, _plan(job, o, init, algo, counter),
                                       Deadline(o.job.timeout)) as comm:
+                        launch_path = comm.launch_path()
                         for name in todo:
                             coll = collectives.get(name)
                             got = Sweep(job, comm, coll, plan, f"{init}/{algo}", progress).rows()
@@ -351,7 +367,7 @@ def worker(o: BenchOptions, confirmed_path: str | None):
             if error is not None:
                 raise error
             return _exit_code(rows, confirmation, o)
-        meta = metadata(o, plan, hosts, job.nranks, confirmation, error)
+        meta = metadata(o, plan, hosts, job.nranks, confirmation, error, launch_path)
         path = results.write("bench", rows, meta, o.json)
         print(footer(rows), flush=True)
         print(f"# results: {path}", flush=True)
@@ -382,13 +398,15 @@ def table(rows: list[dict], title: str) -> str:
 
     def place(p):
         w = "N/A" if p["nwrong"] is None else p["nwrong"]
-        return [f"{p['time']:.2f}", f"{p['alg_bw']:.2f}", f"{p['bus_bw']:.2f}", w]
+        return [f"{p['time'] if 'time' in p else p['cpu_time']:.2f}", f"{p['alg_bw']:.2f}", f"{p['bus_bw']:.2f}", w]
     body = [[r["size"], r["count"], r["type"], r["redop"], r["root"], *place(r["out_of_place"]),
              *place(r["in_place"])] for r in rows]
     text = tabulate(body, headers=_HEAD, tablefmt="plain", disable_numparse=True,
                     colalign=("right",) * len(_HEAD))
     lines = text.splitlines()
-    units = "(B)  (elements)  |  out-of-place: time (us) algbw busbw (GB/s) #wrong  |  in-place: the same"
+    cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
+    time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
+    units = f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong  |  in-place: the same"
     notes = [f"# in-place {r['collective']}: timed, not checked (point-to-point in place has no defined "
              "order across processes)" for r in rows[:1] if r["in_place"]["nwrong"] is None
              and r["out_of_place"]["nwrong"] is not None]
@@ -404,7 +422,8 @@ def footer(rows: list[dict]) -> str:
             f"# Avg bus bandwidth    : {avg:.4g}")
 
 
-def metadata(o: BenchOptions, plan: SweepPlan, hosts, nranks: int, confirmation: dict, error) -> dict:
+def metadata(o: BenchOptions, plan: SweepPlan, hosts, nranks: int, confirmation: dict, error,
+             launch_path: str | None = None) -> dict:
     from nccl_bench import sysinfo
     meta = sysinfo.collect(o.job.backend, sorted(set(hosts or [])) or None)
     meta["bench"] = {
@@ -415,6 +434,8 @@ def metadata(o: BenchOptions, plan: SweepPlan, hosts, nranks: int, confirmation:
         "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles, "time_unit": "us",
         "bw_unit": "GB/s (1e9 B/s)", "timing": "cuda events around the loop" if o.job.backend != "gloo"
         else "wall clock around the loop",
+        "report_cputime": o.report_cputime, "local_register": o.local_register,
+        "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
         "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],
         "algo_confirmation": {"status": confirmation.get("status"), "probe_max_bytes": nccl_debug.PROBE_MAX_BYTES},
     }

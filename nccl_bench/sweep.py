@@ -1,10 +1,15 @@
 """The engine: for one collective on one communicator, sweep sizes, time, check, aggregate.
 
-Per size, out-of-place then in-place: time the launch loop (nccl_bench.timing), then run
-`check` separate iterations on freshly filled inputs and count the elements that differ
-from the exactly predictable result. After the sweep the ranks' times and wrong counts
-are gathered through the job store and aggregated (rank0 / avg / min / max of the time,
-sum of #wrong); bandwidths follow nccl-tests: algbw = size / time, busbw = algbw * factor.
+First, as nccl-tests' TimeTest, the warm-up: -w launches at the largest size, then -w at the
+smallest, each followed by a wait (so no point, the first included, pays for connections,
+lazily loaded kernels or ranks that arrive apart). Then per size, out-of-place then in-place:
+time the launch loop (nccl_bench.timing), then run `check` separate iterations on freshly
+filled inputs and count the elements that differ from the exactly predictable result. After
+the sweep the ranks' times, host times per launch and wrong counts are gathered through the
+job store and aggregated (rank0 / avg / min / max of the times, sum of #wrong); bandwidths
+follow nccl-tests: algbw = size / time, busbw = algbw * factor. With -C the placement's time
+key is "cpu_time" and holds the host time per launch, as nccl-tests' -C 1 (bandwidths stay
+those of the device time).
 The engine never asks which collective it runs: the record says everything.
 """
 from __future__ import annotations
@@ -58,6 +63,8 @@ class SweepPlan:
     aggregate: str = "avg"
     timeout: float = 60.0  # seconds a timing pass or a check may take before it is a hang
     cycles: int = 1  # -N: the whole sweep again on the same buffers, each cycle its own rows
+    report_cputime: bool = False  # -C: the time column is the host time per launch ("cpu_time")
+    register: int = 0  # -R: 0 none, 1 local (ncclCommRegister), 2 symmetric (ncclCommWindowRegister)
 
     def __post_init__(self):
         if self.cycles < 1:
@@ -67,6 +74,8 @@ class SweepPlan:
             raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
         if self.check < 0:
             raise UsageError(f"-c/--check must be >= 0, got {self.check}")
+        if self.register not in (0, 1, 2):
+            raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.register}")
 
 
 def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
@@ -99,17 +108,22 @@ class Sweep:
         self.comm.wait(Deadline(self.plan.timeout), self.coll.name)
 
     def _launcher(self, send_buf, recv_buf, lay: Layout, in_place: bool):
-        """make_launch(stream) for the timing loop. Iteration i runs on buffers moved by
+        """make_loop(stream) for the timing loop. Iteration i runs on buffers moved by
         (i % steps) x the size, as nccl-tests' startColl does "to avoid cache effects": steps is
         how many sizes fit in the buffers (each as large as the sweep's largest)."""
         span = max(lay.send, lay.recv)
         steps = min(send_buf.numel() // span, max(self.plan.timing.iters, self.plan.timing.warmup, 1))
         views = [_views(send_buf, recv_buf, lay, in_place, k * span) for k in range(steps)]
+        return lambda stream: self.comm.launch_loop(self.coll.name, views, stream=stream, **self.args)
 
-        def make(stream):
-            launches = [self.comm.prepare(self.coll.name, s, r, stream=stream, **self.args) for s, r in views]
-            return lambda i: launches[i % steps]()
-        return make
+    def _warm_up(self, send_buf, recv_buf) -> None:
+        """nccl-tests' warm-up: -w launches at the largest size, then -w at the smallest."""
+        n = self.plan.timing.warmup
+        if not n:
+            return
+        for lay in (self.layouts[-1], self.layouts[0]):  # sizes ascend
+            self._launcher(send_buf, recv_buf, lay, False)(self.stream).run(0, n)
+            self._wait()
 
     def _check(self, send, recv, lay: Layout) -> int:
         segments = self.coll.segments(lay, self.job.rank, self.job.nranks, self.plan.root)
@@ -123,30 +137,37 @@ class Sweep:
         return wrong
 
     def _size(self, send_buf, recv_buf, lay: Layout) -> list:
-        """[time_oop, time_ip, wrong_oop, wrong_ip] of one size on this rank."""
+        """[time_oop, time_ip, wrong_oop, wrong_ip, host_oop, host_ip] of one size on this rank."""
         p, dev = self.plan, self.comm.device
-        times, wrongs = [], []
+        times, wrongs, hosts = [], [], []
         for in_place in (False, True):
             send, recv = _views(send_buf, recv_buf, lay, in_place)
-            times.append(seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait,
-                                        self.stream))
+            t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
+            times.append(t.seconds)
+            hosts.append(t.host_seconds)
             checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
             wrongs.append(self._check(send, recv, lay) if checked else None)
-        return times + wrongs
+        return times + wrongs + hosts
 
     def _measure(self) -> list[list]:
-        """This rank's [time_oop, time_ip, wrong_oop, wrong_ip] per cycle and size, cycle by cycle."""
+        """This rank's _size() lists per cycle and size, cycle by cycle."""
         p = self.plan
         # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
         numel = max(max(lay.send, lay.recv) for lay in self.layouts)
         send_buf, recv_buf = self.comm.alloc(numel, p.dtype), self.comm.alloc(numel, p.dtype)
-        mine = []
-        for cycle in range(p.cycles):
-            for i, lay in enumerate(self.layouts):
-                self._show(i, lay, cycle)
-                with markers.span("size", bytes=lay.bytes, collective=self.coll.name, cycle=cycle):
-                    mine.append(self._size(send_buf, recv_buf, lay))
-        self._show(None, None)
+        handles = self.comm.register([send_buf, recv_buf], p.register) if p.register else []
+        try:
+            self._warm_up(send_buf, recv_buf)
+            mine = []
+            for cycle in range(p.cycles):
+                for i, lay in enumerate(self.layouts):
+                    self._show(i, lay, cycle)
+                    with markers.span("size", bytes=lay.bytes, collective=self.coll.name, cycle=cycle):
+                        mine.append(self._size(send_buf, recv_buf, lay))
+            self._show(None, None)
+        finally:
+            for h in reversed(handles):  # before the buffers go (a window's deregistration is collective)
+                h.close()
         del send_buf, recv_buf
         return mine
 
@@ -170,12 +191,16 @@ class Sweep:
         p, coll = self.plan, self.coll
         row = {"collective": coll.name, "size": lay.bytes, "count": lay.count, "type": p.type_name,
                "redop": p.op if coll.reduces else "none", "root": p.root if coll.rooted else -1, "cycle": cycle}
+        host_us = {}
         for k, place in enumerate(PLACES):
             t = aggregate([r[k] for r in per_rank], p.aggregate)
+            host_us[place] = aggregate([r[4 + k] for r in per_rank], p.aggregate) * 1e6
             wrong = None if per_rank[0][2 + k] is None else sum(r[2 + k] for r in per_rank)
             algbw = lay.bytes / t / 1e9 if t > 0 else 0.0
-            row[place] = {"time": t * 1e6, "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
+            shown = ("cpu_time", host_us[place]) if p.report_cputime else ("time", t * 1e6)
+            row[place] = {shown[0]: shown[1], "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
                           "nwrong": wrong}
+        row["host_us"] = host_us  # host time per launch, with or without -C
         return row
 
     def _show(self, i, lay, cycle: int = 0) -> None:

@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 
 from nccl_bench.deadline import Deadline
+from nccl_bench.errors import UsageError
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
@@ -127,6 +128,22 @@ class Communicator(ABC):
         extra = {"op": op, "root": root, "to": to, "frm": frm}
         kw = {k: v for k, v in extra.items() if k in _PREPARE_ARGS[collective]}
         return lambda: method(send, recv, **kw)
+
+    def launch_loop(self, collective: str, views, stream=None, **args):
+        """The timed loop over `views` ([(send, recv)] per step): a nccl_bench.launchloop loop
+        whose run(first, n) makes iterations first.. on step i % len(views). This default loops
+        over prepare()'d launchers in Python; a backend may run the loop in compiled code."""
+        from nccl_bench.launchloop import PythonLoop
+        return PythonLoop([self.prepare(collective, s, r, stream=stream, **args) for s, r in views])
+
+    def launch_path(self) -> str:
+        """How launch_loop() launches, for the results' metadata."""
+        return "python"
+
+    def register(self, buffers: list[torch.Tensor], mode: int) -> list:
+        """-R/--local_register: register the benchmark buffers with the communicator (1 local,
+        2 symmetric); returns handles with close(). Only the nccl backend registers."""
+        raise UsageError(f"-R/--local_register {mode} needs --backend nccl; the {self.name} backend registers nothing")
 
     # --- what the library reports --------------------------------------------------
     def algo_used(self) -> str | None:

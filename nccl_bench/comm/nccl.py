@@ -52,6 +52,28 @@ def error_name(nb, exc) -> str:
     return lib_error_name(nb, status)
 
 
+# nccl4py binding -> the NCCL function it calls (the compiled loop calls that function itself)
+_SYMBOLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce_scatter": "ncclReduceScatter",
+            "broadcast": "ncclBroadcast", "reduce": "ncclReduce", "allto_all": "ncclAlltoAll", "send": "ncclSend",
+            "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd"}
+
+
+class _CheckedLoop:
+    """A compiled loop whose failures are CommErrors naming NCCL's error, like every other call."""
+
+    def __init__(self, loop, comm: "NcclCommunicator", collective: str):
+        self.loop, self.comm, self.collective, self.kind = loop, comm, collective, loop.kind
+
+    def run(self, first: int, n: int) -> float:
+        from nccl_bench.launchloop import LoopError
+        try:
+            return self.loop.run(first, n)
+        except LoopError as e:
+            c = self.comm
+            raise c._err(CommError, self.collective, lib_error_name(c.nb, e.code),
+                         f"iteration {e.iteration}; {c._last_error()}") from None
+
+
 class NcclCommunicator(Communicator):
     name = "nccl"
     needs_gpu = True
@@ -194,38 +216,43 @@ class NcclCommunicator(Communicator):
         from nccl.core.interop.torch import empty
         return empty(numel, dtype=dtype, device=self.device).zero_()
 
-    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None):
-        """Resolve pointers, counts, dtype, op and stream once; each launch is one raw binding call.
-
-        Meant for a blocking communicator (InitPlan(blocking=True)): a nonblocking one needs a
-        get_async_error() poll after every call, which this path skips.
-        """
+    def _calls(self, collective, send, recv, comm, op=None, root=None, to=None, frm=None, stream=None):
+        """One launch as NCCL calls: [(nccl4py binding name, args)], resolved once (pointers,
+        counts, dtype, op, stream); `comm` is the binding's Comm, or its address for C."""
         from nccl.core.buffer import NcclBuffer
-        nb = self.nb
-        comm = self.comm._comm
         st = int((stream or torch.cuda.current_stream(self.device)).cuda_stream)
         s, r = NcclBuffer(send), NcclBuffer(recv)
         sp, rp, dt, sc, rc = s.ptr, r.ptr, int(s.dtype), int(s.count), int(r.count)
         red = int(self._op(op)) if op is not None else 0
-        n = self.nranks
-        calls = {
-            "all_reduce": lambda: nb.all_reduce(sp, rp, sc, dt, red, comm, st),
-            "all_gather": lambda: nb.all_gather(sp, rp, sc, dt, comm, st),
-            "reduce_scatter": lambda: nb.reduce_scatter(sp, rp, rc, dt, red, comm, st),
-            "broadcast": lambda: nb.broadcast(sp, rp, rc, dt, root, comm, st),
-            "reduce": lambda: nb.reduce(sp, rp, sc, dt, red, root, comm, st),
-            "alltoall": lambda: nb.allto_all(sp, rp, sc // n, dt, comm, st),
-        }
-        if collective == "sendrecv":
-            send_, recv_, gs, ge, cnt = nb.send, nb.recv, nb.group_start, nb.group_end, sc
+        return {
+            "all_reduce": lambda: [("all_reduce", (sp, rp, sc, dt, red, comm, st))],
+            "all_gather": lambda: [("all_gather", (sp, rp, sc, dt, comm, st))],
+            "reduce_scatter": lambda: [("reduce_scatter", (sp, rp, rc, dt, red, comm, st))],
+            "broadcast": lambda: [("broadcast", (sp, rp, rc, dt, root, comm, st))],
+            "reduce": lambda: [("reduce", (sp, rp, sc, dt, red, root, comm, st))],
+            "alltoall": lambda: [("allto_all", (sp, rp, sc // self.nranks, dt, comm, st))],
+            "sendrecv": lambda: [("group_start", ()), ("send", (sp, sc, dt, to, comm, st)),
+                                 ("recv", (rp, sc, dt, frm, comm, st)), ("group_end", ())],
+        }[collective]()
+
+    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None):
+        """Each launch is one raw binding call per NCCL call (no per-call argument resolution).
+
+        Meant for a blocking communicator (InitPlan(blocking=True)): a nonblocking one needs a
+        get_async_error() poll after every call, which this path skips.
+        """
+        nb = self.nb
+        bound = [(getattr(nb, name), args) for name, args in
+                 self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream)]
+        if len(bound) == 1:
+            (fn, args), = bound
 
             def launch():
-                gs()
-                send_(sp, cnt, dt, to, comm, st)
-                recv_(rp, cnt, dt, frm, comm, st)
-                ge()
+                fn(*args)
         else:
-            launch = calls[collective]
+            def launch():
+                for fn, args in bound:
+                    fn(*args)
         if not self.blocking:
             return lambda: self._call(collective, launch)
 
@@ -235,6 +262,50 @@ class NcclCommunicator(Communicator):
             except nb.NCCLError as e:
                 raise self._err(CommError, collective, error_name(nb, e), self._last_error()) from None
         return checked
+
+    def launch_loop(self, collective, views, stream=None, **args):
+        """The timed loop in C over NCCL's own entry points (nccl_bench.launchloop), for a blocking
+        communicator where the compiled loop is available; else the Python loop."""
+        from nccl_bench import launchloop
+        if self.blocking and launchloop.compiled()[0] is not None:
+            comm = int(self.comm.ptr)
+            steps = [[(self._fn_ptr(name), a) for name, a in self._calls(collective, s, r, comm, stream=stream, **args)]
+                     for s, r in views]
+            return _CheckedLoop(launchloop.CompiledLoop(steps), self, collective)
+        return super().launch_loop(collective, views, stream=stream, **args)
+
+    def launch_path(self) -> str:
+        from nccl_bench import launchloop
+        fn, why = launchloop.compiled()
+        if not self.blocking:
+            return "python (nonblocking communicator)"
+        return "compiled" if fn is not None else f"python ({why})"
+
+    def _fn_ptr(self, binding: str) -> int:
+        """The address of the NCCL function that nccl4py's binding `binding` calls, in the libnccl it loaded."""
+        from nccl.bindings._internal import nccl as loaded
+        symbol = _SYMBOLS[binding]
+        for key in ("__" + symbol, symbol):
+            try:
+                ptr = loaded._inspect_function_pointer(key)
+            except Exception:
+                ptr = 0
+            if ptr:
+                return int(ptr)
+        raise self._err(CommError, "launch_loop", "ncclSystemError", f"{symbol} not found in the loaded libnccl")
+
+    def register(self, buffers, mode: int) -> list:
+        """-R: 1 ncclCommRegister (local), 2 ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC
+        (collective; NCCL >= 2.27). Returns handles with close(), to close before the buffers go."""
+        if mode == 2 and int(self.nb.get_version()) < 22700:
+            raise UsageError(f"-R/--local_register 2 (symmetric windows) needs NCCL >= 2.27; "
+                             f"this libnccl is {int(self.nb.get_version())}")
+        try:
+            if mode == 1:
+                return [self.comm.register_buffer(b) for b in buffers]
+            return [self.comm.register_window(b, self.nc.WindowFlag.COLL_SYMMETRIC) for b in buffers]
+        except self.nb.NCCLError as e:
+            raise self._err(CommError, "register", error_name(self.nb, e), self._last_error()) from None
 
     def _op(self, op: str):
         return {"sum": self.nc.SUM, "prod": self.nc.PROD, "min": self.nc.MIN,

@@ -1,0 +1,61 @@
+"""The compiled launch loop (nccl_bench.launchloop) on CPU: C calls back into Python callbacks
+that stand in for NCCL's functions, so the iteration order, the arguments and the error path
+are checked without a GPU."""
+import ctypes
+
+import pytest
+
+from nccl_bench import launchloop
+from nccl_bench.launchloop import CompiledLoop, LoopError, PythonLoop
+
+FN = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 8))
+needs_compiled = pytest.mark.skipif(launchloop.compiled()[0] is None,
+                                    reason=f"no compiled loop here: {launchloop.compiled()[1]}")
+
+
+def recorder(seen, fail_at=None):
+    def call(*args):
+        seen.append(args)
+        return 5 if fail_at is not None and len(seen) == fail_at else 0
+    cb = FN(call)
+    return cb, ctypes.cast(cb, ctypes.c_void_p).value
+
+
+@needs_compiled
+def test_steps_repeat_and_every_argument_arrives():
+    seen = []
+    cb, ptr = recorder(seen)
+    # two calls per iteration (as sendrecv: send, recv), three steps (three buffer offsets)
+    steps = [[(ptr, (s, 1)), (ptr, (s, 2, -1, 1 << 40, 3, 4, 5, 6))] for s in range(3)]
+    loop = CompiledLoop(steps)
+    host = loop.run(1, 4)  # iterations 1, 2, 3, 4 -> steps 1, 2, 0, 1
+    assert host > 0
+    assert [a[:2] for a in seen] == [(1, 1), (1, 2), (2, 1), (2, 2), (0, 1), (0, 2), (1, 1), (1, 2)]
+    assert seen[1] == (1, 2, 2**64 - 1, 1 << 40, 3, 4, 5, 6)  # -1 as two's complement; unused args 0
+    assert seen[0][2:] == (0,) * 6
+
+
+@needs_compiled
+def test_a_failing_call_stops_the_loop_with_its_code_and_iteration():
+    seen = []
+    cb, ptr = recorder(seen, fail_at=3)
+    loop = CompiledLoop([[(ptr, (0,))], [(ptr, (1,))]])
+    with pytest.raises(LoopError) as e:
+        loop.run(0, 10)
+    assert (e.value.code, e.value.iteration, len(seen)) == (5, 2, 3)
+
+
+def test_python_loop_makes_the_same_iterations():
+    seen = []
+    loop = PythonLoop([lambda k=k: seen.append(k) for k in range(3)])
+    assert loop.run(2, 4) >= 0
+    assert seen == [2, 0, 1, 2]
+
+
+def test_no_compiler_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", "/bin/false")
+    with pytest.raises(OSError) as e:
+        launchloop.build()
+    assert "failed" in str(e.value) and "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # no half-written library left behind
