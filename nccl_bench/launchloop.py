@@ -7,7 +7,8 @@ hands its whole loop to `launchloop.c`: NCCL's own function pointers (the ones n
 loaded) with their arguments resolved once, called back to back in C. The C file has no
 CUDA or NCCL dependency; it is compiled once with the machine's C compiler (`bin/setup`
 does it, else the first use does) into a cache folder. Without a compiler, or on another
-architecture, the loop stays in Python (`PythonLoop`) and the results' metadata says so.
+architecture, the loop stays in Python (`PythonLoop`) and the results' metadata says so;
+NCCL_BENCH_LAUNCH=python asks for the Python loop (to compare the two).
 
 A loop's `run(first, n)` makes iterations first .. first+n-1 (iteration i uses the calls of
 step i % steps, as nccl-tests moves its buffers per iteration) and returns the host seconds
@@ -91,6 +92,8 @@ _LIB: list = []  # [(ctypes function or None, why not)] once loaded
 
 def compiled():
     """(nb_run, None) when the compiled loop can be used, else (None, the reason)."""
+    if not _LIB and os.environ.get("NCCL_BENCH_LAUNCH") == "python":
+        _LIB.append((None, "NCCL_BENCH_LAUNCH=python"))
     if not _LIB:
         try:
             lib = ctypes.CDLL(str(build()))  # CDLL: the GIL is released while the loop runs

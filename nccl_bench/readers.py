@@ -113,6 +113,9 @@ def load(given: str) -> Result:
 PLACES = ("out_of_place", "in_place")  # a bench row's two measurements; sweep writes them
 
 
+_PER_CYCLE = ("cycle", "host_us")  # row fields that differ from one cycle of a point to the next
+
+
 def median_over_cycles(rows: list[dict]) -> list[dict]:
     """bench -N: one row per point with the median time and bandwidths of its cycles (wrong values
     summed) and `cycles` = how many; single-cycle files come back unchanged."""
@@ -120,7 +123,7 @@ def median_over_cycles(rows: list[dict]) -> list[dict]:
         return rows
     groups: dict[str, list[dict]] = {}
     for r in rows:
-        key = json.dumps({k: v for k, v in r.items() if k not in PLACES and k != "cycle"}, sort_keys=True)
+        key = json.dumps({k: v for k, v in r.items() if k not in PLACES and k not in _PER_CYCLE}, sort_keys=True)
         groups.setdefault(key, []).append(r)
     out = []
     for same in groups.values():
@@ -130,6 +133,8 @@ def median_over_cycles(rows: list[dict]) -> list[dict]:
             wrong = [r[place].get("nwrong") for r in same]
             row[place] = {m: stats.percentile((r[place][m] for r in same), 0.5) for m in ("time", "alg_bw", "bus_bw")}
             row[place]["nwrong"] = None if all(w is None for w in wrong) else sum(w or 0 for w in wrong)
+        if all("host_us" in r for r in same):
+            row["host_us"] = {p: stats.percentile((r["host_us"][p] for r in same), 0.5) for p in PLACES}
         out.append(row)
     return out
 

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 16 on ONE GPU: what each launch path costs the host per all_reduce (1-rank communicator),
+# then bench itself on 1 rank (-C 0/1, -R 1/2, -G, the Python loop for comparison).
+#   1. tests/gpu/launchcost.cu (built with nvcc against the NCCL torch/nccl4py load) and
+#      tests/gpu/launchcost.py: host us per launch of nccl4py's binding, our old Python
+#      launchers, ctypes, our compiled loop and a C program, at 8 B, 1 KiB, 64 KiB.
+#   2. bench --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -N 2: compiled loop vs NCCL_BENCH_LAUNCH=python,
+#      -C 1, -R 1, -R 2, -G 10; the bench tables and the first point of each run.
+# With more GPUs the same runs still use one; the multi-GPU comparison is bench.sh's.
+# Logs and JSON under $OUT; the table of part 1 and a summary of part 2 come last.
+set -u
+source tests/gpu/env.sh
+L=$OUT/launchcost.log
+{
+# the libnccl nccl4py loads (torch's wheel), and the header beside it
+NCCL_SO=$(python3 -c "import nccl.core as nc; print(nc.get_version().libnccl.path)" 2>/dev/null)
+NCCL_H=$(ls "$(dirname "${NCCL_SO:-/none}")"/../include/nccl.h 2>/dev/null)
+echo "nccl.h ${NCCL_H:-none}; libnccl ${NCCL_SO:-none}; nvcc $(command -v nvcc || echo none)"
+if [ -n "$NCCL_H" ] && [ -n "$NCCL_SO" ] && command -v nvcc >/dev/null; then
+  nvcc -O2 -arch=sm_90 tests/gpu/launchcost.cu -I"$(dirname "$NCCL_H")" "$NCCL_SO" -o /tmp/launchcost \
+    -Xlinker -rpath -Xlinker "$(dirname "$NCCL_SO")" && timeout 120 /tmp/launchcost > $OUT/launchcost_c.txt
+  echo "C program exit $?"; cat $OUT/launchcost_c.txt
+fi
+python3 -m nccl_bench.launchloop
+timeout 200 python3 tests/gpu/launchcost.py $OUT/launchcost_c.txt > $OUT/launchcost_table.txt 2>&1
+echo "probe exit $?"
+B="timeout 120 python3 -m nccl_bench bench --backend nccl --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -c 1 -N 2 --no-algo-confirm"
+for run in "compiled|" "python|NCCL_BENCH_LAUNCH=python" "cputime|-C 1" "register1|-R 1" "register2|-R 2" "graph|-G 10"; do
+  name=${run%%|*}; arg=${run#*|}
+  echo "== $name: $arg"
+  if [ "$name" = python ]; then env $arg $B -J $OUT/lc_$name.json; else $B $arg -J $OUT/lc_$name.json; fi
+  echo "exit $?"
+done
+} > $L 2>&1
+tail -n 40 $L | grep -v "^#  *[0-9]" | tail -n 25
+cat $OUT/launchcost_table.txt
+python3 - "$OUT" <<'PY'
+import json, glob, os, sys
+print(f"{'run':10} {'launch':10} {'size':>6} {'time oop':>9} {'time ip':>9} {'host oop':>9} {'cycle':>5}")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "lc_*.json"))):
+    doc = json.load(open(f))
+    launch = (doc["meta"].get("bench") or {}).get("launch") or "?"
+    for r in doc["rows"]:
+        t = lambda p: r[p].get("time", r[p].get("cpu_time"))
+        print(f"{os.path.basename(f)[3:-5]:10} {launch[:10]:10} {r['size']:>6} {t('out_of_place'):>9.2f} "
+              f"{t('in_place'):>9.2f} {r['host_us']['out_of_place']:>9.2f} {r['cycle']:>5}")
+PY
