@@ -7,8 +7,10 @@
 #   2. bench --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -N 2: compiled loop vs NCCL_BENCH_LAUNCH=python,
 #      -C 1, -R 1, -R 2, -G 10; the bench tables and the first point of each run.
 # With more GPUs the same runs still use one; the multi-GPU comparison is bench.sh's.
+# `launchcost.sh probe`: part 1 only (about 30 s).
 # Logs and JSON under $OUT; the table of part 1 and a summary of part 2 come last.
 set -u
+PART=${1:-all}
 source tests/gpu/env.sh
 L=$OUT/launchcost.log
 {
@@ -17,7 +19,7 @@ NCCL_SO=$(python3 -c "import nccl.core as nc; print(nc.get_version().libnccl.pat
 NCCL_H=$(ls "$(dirname "${NCCL_SO:-/none}")"/../include/nccl.h 2>/dev/null)
 echo "nccl.h ${NCCL_H:-none}; libnccl ${NCCL_SO:-none}; nvcc $(command -v nvcc || echo none)"
 if [ -n "$NCCL_H" ] && [ -n "$NCCL_SO" ] && command -v nvcc >/dev/null; then
-  nvcc -O2 -arch=sm_90 tests/gpu/launchcost.cu -I"$(dirname "$NCCL_H")" "$NCCL_SO" -o /tmp/launchcost \
+  nvcc -O2 -arch=sm_90 tests/gpu/launchcost.cu -I"$(dirname "$NCCL_H")" -L"$(dirname "$NCCL_SO")" -l:libnccl.so.2 -o /tmp/launchcost \
     -Xlinker -rpath -Xlinker "$(dirname "$NCCL_SO")" && timeout 120 /tmp/launchcost > $OUT/launchcost_c.txt
   echo "C program exit $?"; cat $OUT/launchcost_c.txt
 fi
@@ -25,7 +27,7 @@ python3 -m nccl_bench.launchloop
 timeout 200 python3 tests/gpu/launchcost.py $OUT/launchcost_c.txt > $OUT/launchcost_table.txt 2>&1
 echo "probe exit $?"
 B="timeout 120 python3 -m nccl_bench bench --backend nccl --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -c 1 -N 2 --no-algo-confirm"
-for run in "compiled|" "python|NCCL_BENCH_LAUNCH=python" "cputime|-C 1" "register1|-R 1" "register2|-R 2" "graph|-G 10"; do
+[ "$PART" = probe ] || for run in "compiled|" "python|NCCL_BENCH_LAUNCH=python" "cputime|-C 1" "register1|-R 1" "register2|-R 2" "graph|-G 10"; do
   name=${run%%|*}; arg=${run#*|}
   echo "== $name: $arg"
   if [ "$name" = python ]; then env $arg $B -J $OUT/lc_$name.json; else $B $arg -J $OUT/lc_$name.json; fi
