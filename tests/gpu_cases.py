@@ -41,6 +41,11 @@ CASES = [
             ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce,all_gather", "-G", "3",
              "-b", "8", "-e", "1M", "-f", "32", "-n", "5", "-w", "2", "-c", "1", "--no-algo-confirm",
              "--json", "{tmp}/bench.json"], expect="bench-exact"),
+    # -R: buffers registered locally (1) and as symmetric windows (2), every collective still exact
+    *[GpuCase(f"bench-nccl-register-{r}", 2, 180,
+              ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all", "-R", str(r),
+               "-b", "8", "-e", "1M", "-f", "32", "-n", "5", "-w", "2", "-c", "1", "--no-algo-confirm",
+               "--json", "{tmp}/bench.json"], expect="bench-exact") for r in (1, 2)],
     # a fault injected into rank 1's input in round 1: found, named silent corruption at the source
     GpuCase("stress-nccl-corrupt", 2, 120,
             ["-m", "stress", "--backend", "nccl", "--rounds", "3", "--timeout", "5", "--skew-max", "0",

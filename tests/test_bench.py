@@ -61,11 +61,24 @@ def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
     assert (tmp_path / "out.json").read_text() == before
 
 
+def test_report_cputime_shows_host_time_per_launch(tmp_path):
+    proc, doc = bench(tmp_path, "--nranks", "2", "-C", "1", "-N", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "host time per launch" in proc.stdout
+    for r in doc["rows"]:
+        for place in ("out_of_place", "in_place"):
+            assert set(r[place]) == {"cpu_time", "alg_bw", "bus_bw", "nwrong"}  # nccl-tests' -C 1 key
+            assert r[place]["cpu_time"] == pytest.approx(r["host_us"][place]) and r[place]["cpu_time"] > 0
+    meta = doc["meta"]["bench"]
+    assert meta["report_cputime"] is True and meta["launch"] == "python" and meta["local_register"] == 0
+
+
 @pytest.mark.parametrize("args,needle", [
     (["-b", "1M", "-e", "1K"], "larger than -e"),
     (["-f", "1"], "stepfactor must be > 1"),
     (["--collective", "gather"], "unknown collective"),
     (["-G", "5"], "-G/--cudagraph needs --backend nccl"),
+    (["-R", "1"], "-R/--local_register 1 needs --backend nccl"),
 ])
 def test_bad_input_one_line_exit_2(args, needle):
     err = one_line_error(run(["-m", "nccl_bench", "bench", "--backend", "gloo", *args]))
@@ -84,6 +97,7 @@ def test_bad_input_one_line_exit_2(args, needle):
     ({"iters": 0}, "-n/--iters"),
     ({"cycles": 0}, "-N/--run_cycles"),
     ({"check": -1}, "-c/--check"),
+    ({"local_register": 3}, "-R/--local_register must be 0, 1 or 2"),
 ])
 def test_bad_options(kw, needle):
     with pytest.raises(UsageError, match=needle.replace("/", ".")):
