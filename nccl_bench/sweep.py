@@ -5,21 +5,24 @@ Per size, out-of-place then in-place: time the launch loop (nccl_bench.timing), 
 from the exactly predictable result. After the sweep the ranks' times and wrong counts
 are gathered through the job store and aggregated (rank0 / avg / min / max of the time,
 sum of #wrong); bandwidths follow nccl-tests: algbw = size / time, busbw = algbw * factor.
+With -I every rank's per-iteration times travel along: the row keeps one list per process and,
+per iteration, the max over processes (nccl-tests' per_process_max_times_us and times_us).
 The engine never asks which collective it runs: the record says everything.
 """
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from nccl_bench import markers
+from nccl_bench import markers, stats
 from nccl_bench.collectives import Collective, Layout, count_wrong, fill
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import UsageError
 from nccl_bench.readers import PLACES
-from nccl_bench.timing import TimingPlan, seconds_per_op
+from nccl_bench.timing import TimingPlan, time_op
 
 AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
 
@@ -58,6 +61,9 @@ class SweepPlan:
     aggregate: str = "avg"
     timeout: float = 60.0  # seconds a timing pass or a check may take before it is a hang
     cycles: int = 1  # -N: the whole sweep again on the same buffers, each cycle its own rows
+    unalign: int = 0  # -u: elements by which every send and receive view is moved off the allocation
+    per_iter_skip: int = 0  # -K: first timed iterations left out of the -I statistics
+    timestamps: bool = False  # -S: each row says when its size started
 
     def __post_init__(self):
         if self.cycles < 1:
@@ -67,6 +73,11 @@ class SweepPlan:
             raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
         if self.check < 0:
             raise UsageError(f"-c/--check must be >= 0, got {self.check}")
+        if self.unalign < 0:
+            raise UsageError(f"-u/--unalign must be >= 0 elements, got {self.unalign}")
+        if not 0 <= self.per_iter_skip < self.timing.iters:
+            raise UsageError(f"-K/--per_iter_skip must be >= 0 and below -n/--iters {self.timing.iters}, "
+                             f"got {self.per_iter_skip}")
 
 
 def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
@@ -81,6 +92,18 @@ def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
         return send, buf
     buf = send_buf[:lay.send]
     return buf, buf[lay.recv_inplace:lay.recv_inplace + lay.recv]
+
+
+def per_iter_block(per_process: list[list[float]], skip: int) -> dict:
+    """nccl-tests' -I object from every process's per-iteration seconds: statistics (µs) of the
+    per-iteration max over processes, after the first `skip` iterations; the process rows with
+    more than one process."""
+    rows = [[t * 1e6 for t in times[skip:]] for times in per_process]
+    times_us = [max(col) for col in zip(*rows)]
+    block = {**stats.per_iter_summary(times_us), "times_us": times_us}
+    if len(rows) > 1:
+        block["per_process_max_times_us"] = rows
+    return block
 
 
 class Sweep:
@@ -102,9 +125,9 @@ class Sweep:
         """make_launch(stream) for the timing loop. Iteration i runs on buffers moved by
         (i % steps) x the size, as nccl-tests' startColl does "to avoid cache effects": steps is
         how many sizes fit in the buffers (each as large as the sweep's largest)."""
-        span = max(lay.send, lay.recv)
-        steps = min(send_buf.numel() // span, max(self.plan.timing.iters, self.plan.timing.warmup, 1))
-        views = [_views(send_buf, recv_buf, lay, in_place, k * span) for k in range(steps)]
+        span, skew = max(lay.send, lay.recv), self.plan.unalign
+        steps = min((send_buf.numel() - skew) // span, max(self.plan.timing.ops, self.plan.timing.warmup, 1))
+        views = [_views(send_buf, recv_buf, lay, in_place, k * span + skew) for k in range(steps)]
 
         def make(stream):
             launches = [self.comm.prepare(self.coll.name, s, r, stream=stream, **self.args) for s, r in views]
@@ -123,22 +146,25 @@ class Sweep:
         return wrong
 
     def _size(self, send_buf, recv_buf, lay: Layout) -> list:
-        """[time_oop, time_ip, wrong_oop, wrong_ip] of one size on this rank."""
+        """[time_oop, time_ip, wrong_oop, wrong_ip, per_iter_oop, per_iter_ip, start] of one size on
+        this rank (seconds; per_iter None without -I; start: local time the size began)."""
         p, dev = self.plan, self.comm.device
-        times, wrongs = [], []
+        start = time.strftime("%Y-%m-%d %H:%M:%S")
+        times, wrongs, iters = [], [], []
         for in_place in (False, True):
-            send, recv = _views(send_buf, recv_buf, lay, in_place)
-            times.append(seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait,
-                                        self.stream))
+            send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
+            timed = time_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
+            times.append(timed.seconds)
+            iters.append(timed.per_iter)
             checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
             wrongs.append(self._check(send, recv, lay) if checked else None)
-        return times + wrongs
+        return times + wrongs + iters + [start]
 
     def _measure(self) -> list[list]:
         """This rank's [time_oop, time_ip, wrong_oop, wrong_ip] per cycle and size, cycle by cycle."""
         p = self.plan
         # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
-        numel = max(max(lay.send, lay.recv) for lay in self.layouts)
+        numel = max(max(lay.send, lay.recv) for lay in self.layouts) + p.unalign
         send_buf, recv_buf = self.comm.alloc(numel, p.dtype), self.comm.alloc(numel, p.dtype)
         mine = []
         for cycle in range(p.cycles):
@@ -176,6 +202,11 @@ class Sweep:
             algbw = lay.bytes / t / 1e9 if t > 0 else 0.0
             row[place] = {"time": t * 1e6, "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
                           "nwrong": wrong}
+            if p.timing.per_iter:
+                row[place + "_per_iter"] = per_iter_block([r[4 + k] for r in per_rank], p.per_iter_skip)
+        row["actual_iterations"] = p.timing.iters
+        if p.timestamps:
+            row["timestamp"] = per_rank[0][6]
         return row
 
     def _show(self, i, lay, cycle: int = 0) -> None:

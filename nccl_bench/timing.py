@@ -14,12 +14,18 @@ A launch gets its iteration's index (warm-up and timed loop each count from 0, a
 startColl does), so the caller can move the buffers from one iteration to the next.
 
 CPU (gloo): wall clock around the same loop, waiting for completion at the end.
+
+-m/--agg_iters: each iteration launches that many operations back to back; time per operation
+= elapsed / (iters * agg). -I/--per_iter_timing: also the time of every iteration (per
+operation, i.e. divided by agg): on GPU an event after each iteration on the same stream (the
+loop is not slowed), on CPU the wall clock around each iteration, waiting for it (a gloo
+iteration has no other end to time).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from nccl_bench.errors import UsageError
 
@@ -32,6 +38,8 @@ class TimingPlan:
     warmup: int = 5  # untimed launches right before the timed ones (-w); at least 1 is always run
     blocking: bool = False  # -z: wait for each operation before launching the next
     graph_replays: int = 0  # -G: 0 = eager; N = capture `iters` launches, replay the graph N times
+    agg: int = 1  # -m: operations per iteration
+    per_iter: bool = False  # -I: keep every iteration's time
 
     def __post_init__(self):
         if self.iters < 1:
@@ -40,10 +48,28 @@ class TimingPlan:
             raise UsageError(f"-w/--warmup-iters must be >= 0, got {self.warmup}")
         if self.graph_replays < 0:
             raise UsageError(f"-G/--cudagraph must be >= 0, got {self.graph_replays}")
+        if self.agg < 1:
+            raise UsageError(f"-m/--agg_iters must be >= 1, got {self.agg}")
+        if self.per_iter and self.graph_replays:
+            raise UsageError("-I/--per_iter_timing cannot time iterations inside a CUDA graph; drop -G/--cudagraph")
+
+    @property
+    def ops(self) -> int:
+        return self.iters * self.agg
 
 
-def seconds_per_op(make_launch: Callable[[object], Launch], plan: TimingPlan, wait: Callable[[], None],
-                   stream=None) -> float:
+class Timed(NamedTuple):
+    seconds: float  # per operation, over the whole timed loop
+    per_iter: list[float] | None  # -I: seconds per operation of each iteration, else None
+
+
+def _iteration(launch: Launch, i: int, agg: int) -> None:
+    for j in range(agg):
+        launch(i * agg + j)
+
+
+def time_op(make_launch: Callable[[object], Launch], plan: TimingPlan, wait: Callable[[], None],
+            stream=None) -> Timed:
     """Time one collective. `make_launch(stream)` returns the launcher; `wait()` blocks until done.
 
     `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
@@ -55,48 +81,62 @@ def seconds_per_op(make_launch: Callable[[object], Launch], plan: TimingPlan, wa
     return _eager(make_launch(stream), plan, wait, stream)
 
 
-def _cpu(launch: Launch, plan: TimingPlan, wait) -> float:
+def _cpu(launch: Launch, plan: TimingPlan, wait) -> Timed:
     for i in range(max(plan.warmup, 1)):
-        launch(i)
+        _iteration(launch, i, plan.agg)
     wait()
-    t0 = time.perf_counter()
+    marks = [time.perf_counter()]
     for i in range(plan.iters):
-        launch(i)
-        if plan.blocking:
+        for j in range(plan.agg):
+            launch(i * plan.agg + j)
+            if plan.blocking:
+                wait()
+        if plan.per_iter:
             wait()
+            marks.append(time.perf_counter())
     wait()
-    return (time.perf_counter() - t0) / plan.iters
+    end = time.perf_counter()
+    return Timed((end - marks[0]) / plan.ops, _steps(marks, plan.agg) if plan.per_iter else None)
 
 
-def _eager(launch: Launch, plan: TimingPlan, wait, stream) -> float:
+def _steps(marks: list[float], agg: int) -> list[float]:
+    """Seconds per operation of each iteration, from the marks taken between iterations."""
+    return [(b - a) / agg for a, b in zip(marks, marks[1:])]
+
+
+def _eager(launch: Launch, plan: TimingPlan, wait, stream) -> Timed:
     import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    start, end = event(), event()
+    marks = [start]
     for i in range(max(plan.warmup, 1)):
-        launch(i)
+        _iteration(launch, i, plan.agg)
     wait()
     start.record(stream)
-    if plan.blocking:
-        for i in range(plan.iters):
-            launch(i)
-            stream.synchronize()
-    else:
-        for i in range(plan.iters):
-            launch(i)
+    for i in range(plan.iters):
+        for j in range(plan.agg):
+            launch(i * plan.agg + j)
+            if plan.blocking:
+                stream.synchronize()
+        if plan.per_iter:
+            marks.append(event())
+            marks[-1].record(stream)
     end.record(stream)
     wait()
     end.synchronize()
-    return start.elapsed_time(end) / 1e3 / plan.iters
+    per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
+    return Timed(start.elapsed_time(end) / 1e3 / plan.ops, per_iter)
 
 
-def _graph(launch: Launch, plan: TimingPlan, wait, stream) -> float:
+def _graph(launch: Launch, plan: TimingPlan, wait, stream) -> Timed:
     import torch
     for i in range(max(plan.warmup, 1)):  # eager first: NCCL connects before capture
-        launch(i)
+        _iteration(launch, i, plan.agg)
     wait()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         for i in range(plan.iters):
-            launch(i)
+            _iteration(launch, i, plan.agg)
     try:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         graph.replay()  # warm replay; like the eager warm-up it lines the ranks up on the GPU
@@ -107,6 +147,6 @@ def _graph(launch: Launch, plan: TimingPlan, wait, stream) -> float:
         end.record(stream)
         wait()
         end.synchronize()
-        return start.elapsed_time(end) / 1e3 / (plan.iters * plan.graph_replays)
+        return Timed(start.elapsed_time(end) / 1e3 / (plan.ops * plan.graph_replays), None)
     finally:
         graph.reset()
