@@ -430,6 +430,8 @@ def worker(o: BenchOptions, confirmed_path: str | None):
         path = results.write_doc("bench", doc, o.json)
         print(footer(rows), flush=True)
         print(f"# results: {path}", flush=True)
+        if getattr(error, "kind", None) == "hang":
+            print(f"# test timeout: {error.op} did not finish within -T/--timeout {o.job.timeout:g} s", flush=True)
         if error is not None:
             raise error
         return _exit_code(rows, confirmation, o, say=job.say)
