@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from nccl_bench import acceptance, health, junit, launch, profiles, results, stats, sysinfo
+from nccl_bench import acceptance, benchfile, health, junit, launch, profiles, results, stats, sysinfo
 from nccl_bench.cli import Parser
 from nccl_bench.comm import check_backend, default_backend, gpu_count
 from nccl_bench.errors import EXIT_FAILED, UsageError
@@ -70,7 +70,7 @@ def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
     top = max([f.bytes for f in profile.busbw] + [8])
     doc = run_json(["nccl_bench", "bench", *o.job_args(), "--collective", ",".join(names), "-b", "8",
                     "-e", str(top), "-f", "2", "-n", "20", "-w", "5", "-c", "1"], o.step_timeout, ok_codes=(0, 1))
-    rows = doc["rows"]
+    rows = benchfile.rows(doc)
     busbw = {(r["collective"], r["size"]): r["out_of_place"]["bus_bw"] for r in rows}
     eight = [r["out_of_place"]["time"] for r in rows if r["collective"] == "all_reduce" and r["size"] == 8]
     wrong = sum((r[p].get("nwrong") or 0) for r in rows for p in ("out_of_place", "in_place"))

@@ -24,7 +24,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 
-from nccl_bench import stats
+from nccl_bench import benchfile, stats
 from nccl_bench.bootstrap import MODES
 from nccl_bench.collectives import NAMES as COLLECTIVES
 from nccl_bench.jobs import JobFailed, run_json
@@ -156,7 +156,7 @@ def _bench_argv(m: Machine, init: str, algo: str) -> list[str]:
 def _bench_points(doc: dict) -> dict:
     """{(collective, size label): {time_s, busbw_gbps, bytes}} from one bench JSON (out-of-place)."""
     by_coll: dict[str, list[dict]] = {}
-    for r in doc["rows"]:
+    for r in benchfile.rows(doc):
         by_coll.setdefault(r["collective"], []).append(r)
     out = {}
     for coll, rows in by_coll.items():

@@ -3,9 +3,10 @@
     python -m nccl_bench bench -b 8 -e 8G -f 2 --collective all_reduce --algo ring,tree
 
 Per init mode and algorithm one communicator (blocking config; NCCL_ALGO fixed before
-it is created), then one sweep per collective (nccl_bench.sweep). Rank 0 prints a table
-per collective laid out like nccl-tests' and writes one JSON file: nccl-tests' -J row
-fields plus collective, algo and init, and one metadata block.
+it is created), then one sweep per collective and (type, op, root) (nccl_bench.sweep). Rank
+0 prints a table per collective laid out like nccl-tests' and writes one JSON file in
+nccl-tests' -J layout (nccl_bench.benchfile): its rows carry collective, algo and init
+beside nccl-tests' fields, and one metadata block sits beside nccl-tests' keys.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from nccl_bench import collectives, launch, nccl_debug, results
+from nccl_bench import benchfile, collectives, launch, nccl_debug, results
 from nccl_bench.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
@@ -33,6 +34,8 @@ DTYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "i
 TYPE_NAMES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "float16": "half",
               "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
 OPS = ("sum", "prod", "min", "max", "avg")
+ALL_TYPES = ("int8", "uint8", "int32", "int64", "half", "float", "double", "bfloat16")  # -d all (nccl-tests' names)
+FLOATING = ("float16", "float32", "float64", "bfloat16")
 ALGOS = {"default": None, "ring": "Ring", "tree": "Tree", "nvls": "NVLS", "nvlstree": "NVLSTree",
          "collnetdirect": "CollnetDirect", "collnetchain": "CollnetChain", "pat": "PAT"}
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -59,9 +62,9 @@ class BenchOptions:
     iters: int = 20  # -n
     warmup: int = 5  # -w
     check: int = 1  # -c
-    op: str = "sum"  # -o
-    dtype: str = "float"  # -d (nccl-tests name)
-    root: int = 0  # -r
+    op: str = "sum"  # -o, or "all": every reduction (collectives that reduce)
+    dtype: str = "float"  # -d (nccl-tests name), or "all": every type
+    root: int | str = 0  # -r, or "all": every rank (rooted collectives)
     graph: int = 0  # -G
     aggregate: str = "avg"  # -a
     blocking: bool = False  # -z
@@ -72,16 +75,31 @@ class BenchOptions:
     proto: str | None = None
     json: str | None = None
     confirm_algo: bool = True
+    per_iter: int = 0  # -I: 1 = time every iteration (min/max/p50/p95/p99/stdev/cv, per-process rows)
+    per_iter_skip: int = 0  # -K: first timed iterations left out of -I's statistics
+    agg_iters: int = 1  # -m: operations per timed iteration
+    memory: int = 0  # -M: 1 = report memory usage
+    timestamps: int = 0  # -S: 1 = a timestamp per row
+    unalign: int = 0  # -u: elements by which the buffers are moved off their allocation
+    parallel_init: int = 0  # -p: accepted (0/1) and recorded; one process per GPU inits in parallel anyway
 
     def __post_init__(self):
         self.collectives = split_list(self.collectives, collectives.NAMES, "collective", "all")
         self.algos = split_list([a.lower() for a in self.algos], tuple(ALGOS), "algorithm (--algo)")
-        if self.dtype not in DTYPES:
-            raise UsageError(f"-d/--datatype: unknown type '{self.dtype}' (choose from {', '.join(DTYPES)})")
-        if self.op not in OPS:
-            raise UsageError(f"-o/--op: unknown reduction '{self.op}' (choose from {', '.join(OPS)})")
-        if self.op == "avg" and self.torch_dtype_name not in ("float16", "float32", "float64", "bfloat16"):
+        if self.dtype not in DTYPES and self.dtype != "all":
+            raise UsageError(f"-d/--datatype: unknown type '{self.dtype}' (choose from {', '.join(DTYPES)} or all)")
+        if self.op not in OPS and self.op != "all":
+            raise UsageError(f"-o/--op: unknown reduction '{self.op}' (choose from {', '.join(OPS)} or all)")
+        if self.op == "avg" and self.dtype != "all" and self.torch_dtype_name not in FLOATING:
             raise UsageError(f"-o/--op avg needs a floating type; -d {self.dtype} is an integer type")
+        if self.root != "all" and not isinstance(self.root, int):
+            raise UsageError(f"-r/--root must be a rank or all, got {self.root!r}")
+        for name, value in (("-I/--per_iter_timing", self.per_iter), ("-M/--memory", self.memory),
+                            ("-S/--report_timestamps", self.timestamps), ("-p/--parallel_init", self.parallel_init)):
+            if value not in (0, 1):
+                raise UsageError(f"{name} must be 0 or 1, got {value}")
+        if self.per_iter_skip and not self.per_iter:
+            raise UsageError("-K/--per_iter_skip needs -I/--per_iter_timing 1")
         if self.min_bytes > self.max_bytes:
             raise UsageError(f"-b/--minbytes {self.min_bytes} is larger than -e/--maxbytes {self.max_bytes}")
         if self.factor is not None and self.step is not None:
@@ -92,7 +110,7 @@ class BenchOptions:
             raise UsageError(f"-i/--stepbytes must be >= 1, got {self.step}")
         if self.factor is None and self.step is None:
             self.step = 1 << 20  # nccl-tests' default -i 1M
-        if self.root < 0:
+        if self.root != "all" and self.root < 0:
             raise UsageError(f"-r/--root must be >= 0, got {self.root}")
         if self.graph and self.job.backend != "nccl":
             raise UsageError(f"-G/--cudagraph needs --backend nccl (CUDA graphs of raw NCCL calls); "
@@ -102,8 +120,8 @@ class BenchOptions:
         if self.local_register and self.job.backend != "nccl":
             raise UsageError(f"-R/--local_register {self.local_register} needs --backend nccl "
                              f"(buffer registration is NCCL's); got --backend {self.job.backend}")
-        self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph)
-        self.sweep_plan(self.job.timeout)  # -a, -c and -N are checked by the plan itself
+        self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph, self.agg_iters, bool(self.per_iter))
+        self.sweep_plan(self.job.timeout, *self.combos(collectives.get(self.collectives[0]), 1)[0])  # -a -c -N -u -K
         if not self.pairs():
             raise UsageError(f"no collective in {','.join(self.collectives)} runs with --algo {','.join(self.algos)} "
                              "(tree applies to all_reduce only)")
@@ -114,6 +132,17 @@ class BenchOptions:
     @property
     def torch_dtype_name(self) -> str:
         return DTYPES[self.dtype]
+
+    def types(self) -> list[str]:
+        return list(ALL_TYPES) if self.dtype == "all" else [self.dtype]
+
+    def combos(self, coll: collectives.Collective, nranks: int) -> list[tuple[str, str, int]]:
+        """(type, op, root) to sweep for one collective: -o all only where it reduces, -r all only
+        where it has a root; avg only on floating types."""
+        ops = list(OPS) if self.op == "all" and coll.reduces else ["sum" if self.op == "all" else self.op]
+        roots = list(range(nranks)) if self.root == "all" and coll.rooted else [0 if self.root == "all" else self.root]
+        return [(t, op, r) for t in self.types() for op in ops for r in roots
+                if not (op == "avg" and coll.reduces and DTYPES[t] not in FLOATING)]
 
     def sizes(self) -> list[int]:
         return size_steps(self.min_bytes, self.max_bytes, self.factor, self.step)
@@ -133,11 +162,13 @@ class BenchOptions:
         return [(a, c) for a in self.algos for c in self.collectives
                 if (a, c) not in run and collectives.get(c).algos]
 
-    def sweep_plan(self, timeout: float) -> SweepPlan:
+    def sweep_plan(self, timeout: float, dtype: str, op: str, root: int) -> SweepPlan:
         import torch
-        return SweepPlan(self.sizes(), getattr(torch, self.torch_dtype_name), TYPE_NAMES[self.torch_dtype_name],
-                         self.op, self.root, self.timing, self.check, self.aggregate, timeout, self.cycles,
-                         self.report_cputime, self.local_register)
+        name = DTYPES[dtype]
+        return SweepPlan(self.sizes(), getattr(torch, name), TYPE_NAMES[name], op, root, self.timing, self.check,
+                         self.aggregate, timeout, self.cycles, report_cputime=self.report_cputime,
+                         register=self.local_register, unalign=self.unalign, per_iter_skip=self.per_iter_skip,
+                         timestamps=bool(self.timestamps))
 
 
 def parser() -> Parser:
@@ -152,9 +183,11 @@ def parser() -> Parser:
     p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at the largest and at the smallest size when a sweep starts, as "
                    "nccl-tests (default 5); each size then has one untimed sync launch")
     p.add_argument("-c", "--check", type=int, default=1, help="check iterations per size (default 1; 0 = none)")
-    p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS))
-    p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES))
-    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast and reduce (default 0)")
+    p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS) + ", or all (each in turn)")
+    p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES) + ", or all ("
+                   + ",".join(ALL_TYPES) + ")")
+    p.add_argument("-r", "--root", default="0", help="root rank of broadcast and reduce (default 0), or all "
+                   "(every rank in turn)")
     p.add_argument("-G", "--cudagraph", type=int, default=0, help="capture -n iterations in a CUDA graph, replay N times")
     p.add_argument("-a", "--average", default="1", help="time across ranks: 0 rank0, 1 avg, 2 min, 3 max")
     p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
@@ -165,6 +198,25 @@ def parser() -> Parser:
     p.add_argument("-R", "--local_register", type=int, default=0,
                    help="register the buffers with NCCL: 0 no, 1 local (ncclCommRegister), "
                    "2 symmetric windows (NCCL >= 2.27); nccl backend only (default 0)")
+    p.add_argument("-m", "--agg_iters", type=int, default=1,
+                   help="operations launched back to back per timed iteration (default 1); time is per operation")
+    p.add_argument("-I", "--per_iter_timing", type=int, default=0,
+                   help="1: time every iteration (CUDA events between iterations; on gloo the wall clock around "
+                   "each iteration, which is then waited for): adds min/max/p50/p95/p99/stdev/cv per size, "
+                   "every process's times in the JSON (nccl-tests' analyze_perf_json.py reads them) (default 0)")
+    p.add_argument("-K", "--per_iter_skip", type=int, default=0,
+                   help="with -I 1: leave the first K timed iterations out of the statistics (default 0)")
+    p.add_argument("-M", "--memory", type=int, default=0,
+                   help="1: report memory usage per rank (GPU: device memory used and torch's peak; gloo: "
+                   "GPU memory is N/A, the host's peak RSS is given) (default 0)")
+    p.add_argument("-S", "--report_timestamps", type=int, default=0,
+                   help="1: a timestamp per size (when it started), in the table and the JSON (default 0)")
+    p.add_argument("-u", "--unalign", type=int, default=0,
+                   help="move every send and receive buffer this many ELEMENTS off its allocation (default 0)")
+    p.add_argument("-p", "--parallel_init", type=int, default=0,
+                   help="0/1, accepted for nccl-tests' command lines and recorded: with one process per GPU "
+                   "every rank already inits its communicator in parallel (nccl-tests' -p threads the inits "
+                   "of -g GPUs in one process), so it changes nothing here")
     p.add_argument("--algo", default="default", help="NCCL algorithm(s), each its own communicator: "
                    + ",".join(ALGOS))
     p.add_argument("--proto", default=None, help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
@@ -172,7 +224,7 @@ def parser() -> Parser:
     p.add_argument("--no-algo-confirm", action="store_true", help="skip the NCCL_DEBUG probe that confirms the algorithm")
     p.add_argument("--algo-probe", default=None, help=argparse_suppress())
     p.add_argument("--algo-confirmed", default=None, help=argparse_suppress())
-    add_job_args(p, init_default="regular", allow_all=True)
+    add_job_args(p, init_default="regular", allow_all=True, short_timeout=True)
     return p
 
 
@@ -187,10 +239,21 @@ def options(a) -> BenchOptions:
         job=job_options(a, allow_all=True), collectives=a.collective,
         min_bytes=parse_size(a.minbytes, "-b/--minbytes"), max_bytes=parse_size(a.maxbytes, "-e/--maxbytes"),
         factor=a.stepfactor, step=None if a.stepbytes is None else parse_size(a.stepbytes, "-i/--stepbytes"),
-        iters=a.iters, warmup=a.warmup_iters, check=a.check, op=a.op, dtype=a.datatype, root=a.root,
+        iters=a.iters, warmup=a.warmup_iters, check=a.check, op=a.op, dtype=a.datatype, root=_root(a.root),
         graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), cycles=a.run_cycles,
         report_cputime=bool(a.report_cputime), local_register=a.local_register,
-        algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm)
+        algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm,
+        per_iter=a.per_iter_timing, per_iter_skip=a.per_iter_skip, agg_iters=a.agg_iters, memory=a.memory,
+        timestamps=a.report_timestamps, unalign=a.unalign, parallel_init=a.parallel_init)
+
+
+def _root(text: str) -> int | str:
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"-r/--root: '{text}' is not a rank or all") from None
 
 
 # --- the driver (before any rank runs) -------------------------------------------------------------
@@ -198,8 +261,8 @@ def check_fits(o: BenchOptions, nranks: int) -> None:
     """Sizes that cannot fit in one GPU's memory (or the CPU's share) fail before launching."""
     import torch
     from nccl_bench import sysinfo
-    elt = torch.empty((), dtype=getattr(torch, o.torch_dtype_name)).element_size()
-    need = max(2 * max(lay.send, lay.recv) * elt for lay in
+    elts = {torch.empty((), dtype=getattr(torch, DTYPES[t])).element_size() for t in o.types()}
+    need = max(2 * (max(lay.send, lay.recv) + o.unalign) * elt for elt in elts for lay in
                (collectives.get(c).layout(o.max_bytes, elt, nranks, 0) for c in o.collectives))
     need += 4 * collectives.CHUNK * 8  # the check's int64 temporaries
     if o.job.backend == "gloo":
@@ -221,7 +284,7 @@ def main(argv: list[str]) -> int:
     results.check_writable(o.json)
     ident = launch.detect()
     nranks = ident.world_size if ident else o.job.local_ranks()
-    if o.root >= nranks:
+    if o.root != "all" and o.root >= nranks:
         raise UsageError(f"-r/--root {o.root} is not a rank of this {nranks}-rank job")
     check_fits(o, nranks)
     if a.algo_probe:
@@ -282,8 +345,6 @@ def probe_worker(o: BenchOptions, folder: str):
     def run(job: Job) -> int:
         import torch
         from nccl_bench.lifetime import communicator
-        plan = o.sweep_plan(o.job.timeout)
-        elt = torch.empty((), dtype=plan.dtype).element_size()
         calls = []
         for k, algo in enumerate(o.algos):
             todo = [c for a, c in o.pairs() if a == algo]
@@ -292,7 +353,9 @@ def probe_worker(o: BenchOptions, folder: str):
             with communicator(o.job.backend, _plan(job, o, o.job.init[0], algo, k), Deadline(o.job.timeout)) as comm:
                 for name in todo:
                     coll = collectives.get(name)
-                    args = coll.call_args(o.op, o.root, job.rank, job.nranks)
+                    plan = o.sweep_plan(o.job.timeout, *o.combos(coll, job.nranks)[0])
+                    elt = torch.empty((), dtype=plan.dtype).element_size()
+                    args = coll.call_args(plan.op, plan.root, job.rank, job.nranks)
                     for size in plan.sizes:
                         lay = coll.layout(size, elt, job.nranks, job.rank)
                         if not (lay.send and lay.recv) or lay.bytes > nccl_debug.PROBE_MAX_BYTES:
@@ -331,13 +394,13 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 def worker(o: BenchOptions, confirmed_path: str | None):
     def run(job: Job) -> int:
         from nccl_bench.lifetime import communicator
-        plan = o.sweep_plan(o.job.timeout)
-        hosts = job.store.all_gather_obj("bench/hosts", job.ident.host, timeout=60)
+        started = benchfile.now()
+        devices = job.store.all_gather_obj("bench/devices", device_entry(job, o.job.backend), timeout=60)
         confirmation = _confirmed(confirmed_path, o.job.backend)
         reported = confirmation["reported"]
         for algo, name in o.skipped():
             job.say(f"# skipped {name} with --algo {algo}: NCCL has no {algo} algorithm for it")
-        rows, error, counter, launch_path = [], None, 0, None
+        rows, error, counter, memory, launch_path = [], None, 0, {}, None
         progress = sys.stderr.isatty()
         try:
             for init in o.job.init:
@@ -351,7 +414,11 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                         launch_path = comm.launch_path()
                         for name in todo:
                             coll = collectives.get(name)
-                            got = Sweep(job, comm, coll, plan, f"{init}/{algo}", progress).rows()
+                            got = []
+                            for combo in o.combos(coll, job.nranks):
+                                plan = o.sweep_plan(o.job.timeout, *combo)
+                                tag = "/".join(map(str, (init, algo, *combo)))
+                                got += Sweep(job, comm, coll, plan, tag, progress).rows()
                             for r in got:
                                 r.update(algo=algo, init=init, backend=o.job.backend, nranks=job.nranks,
                                          algo_confirmed=algo_verdict(algo, coll, reported.get(f"{algo}/{name}/{r['size']}")))
@@ -361,20 +428,79 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                                 for cycle in range(o.cycles):
                                     of = f"  cycle {cycle + 1}/{o.cycles}" if o.cycles > 1 else ""
                                     print(table([r for r in got if r["cycle"] == cycle], title + of), flush=True)
+                        if o.memory:
+                            memory = peak_memory(comm.device, memory)
+            if o.memory:
+                memory = job.store.all_gather_obj("bench/memory", memory, timeout=60)
         except (CommError, BarrierTimeout) as e:
             error = e
         if job.rank != 0:
             if error is not None:
                 raise error
             return _exit_code(rows, confirmation, o)
-        meta = metadata(o, plan, hosts, job.nranks, confirmation, error, launch_path)
-        path = results.write("bench", rows, meta, o.json)
+        meta = metadata(o, [d["hostname"] for d in devices], job.nranks, confirmation, error, launch_path)
+        if o.memory and error is None:
+            meta["bench"]["memory"] = memory
+            print(memory_line(memory), flush=True)
+        doc = benchfile.document(rows, meta, nccl_config(o), devices, started, ["nccl_bench", *sys.argv[1:]],
+                                 [] if error is None else [str(error)])
+        path = results.write_doc("bench", doc, o.json)
         print(footer(rows), flush=True)
         print(f"# results: {path}", flush=True)
+        if getattr(error, "kind", None) == "hang":
+            print(f"# test timeout: {error.op} did not finish within -T/--timeout {o.job.timeout:g} s", flush=True)
         if error is not None:
             raise error
         return _exit_code(rows, confirmation, o, say=job.say)
     return run
+
+
+def device_entry(job: Job, backend: str) -> dict:
+    """This rank's entry of nccl-tests' config.devices."""
+    entry = {"rank": job.rank, "group": 0, "pid": os.getpid(), "hostname": job.ident.host, "device": -1,
+             "device_hex": "", "device_info": "cpu (gloo)"}
+    if backend != "gloo":
+        import torch
+        i = job.ident.local_rank
+        props = torch.cuda.get_device_properties(i)
+        bus = [getattr(props, f"pci_{k}_id", 0) for k in ("domain", "bus", "device")]
+        entry.update(device=i, device_hex=f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}", device_info=props.name)
+    return entry
+
+
+def peak_memory(device, before: dict) -> dict:
+    """-M: this rank's memory use so far (the largest seen over its communicators)."""
+    import resource
+    now = {"host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if device.type == "cuda":
+        import torch
+        free, total = torch.cuda.mem_get_info(device)
+        now.update(device_used_bytes=total - free, device_total_bytes=total,
+                   torch_peak_bytes=torch.cuda.max_memory_allocated(device))
+    return {k: max(v, before.get(k, 0)) for k, v in now.items()}
+
+
+def memory_line(per_rank: list[dict]) -> str:
+    """nccl-tests' -M line: the rank that used the most."""
+    gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
+    rss = max(range(len(per_rank)), key=lambda r: per_rank[r]["host_peak_rss_bytes"])
+    host = f"host peak RSS {gib(per_rank[rss]['host_peak_rss_bytes'])} (rank {rss})"
+    if "device_used_bytes" not in per_rank[0]:
+        return f"# GPU memory usage : N/A (gloo runs on the CPU); {host}"
+    top = max(range(len(per_rank)), key=lambda r: per_rank[r]["device_used_bytes"])
+    m = per_rank[top]
+    return (f"# GPU memory usage : {gib(m['device_used_bytes'])} of {gib(m['device_total_bytes'])} used on the "
+            f"device (rank {top}; NCCL's buffers included), torch peak {gib(m['torch_peak_bytes'])}; {host}")
+
+
+def nccl_config(o: BenchOptions) -> dict:
+    """nccl-tests' config block (its booleans as "true"/"false" strings), less the devices."""
+    step = ({"step_factor": int(o.factor) if float(o.factor).is_integer() else o.factor} if o.factor
+            else {"step_bytes": o.step})
+    return {"nthreads": 1, "ngpus": 1, "minimum_bytes": o.min_bytes, "maximum_bytes": o.max_bytes, **step,
+            "warmup_iters": o.warmup, "iterations": o.iters, "aggregated_iterations": o.agg_iters,
+            "validation": o.check, "graph": o.graph, "blocking_collectives": benchfile.flag(o.blocking),
+            "per_iter_timing": benchfile.flag(o.per_iter), "parallel_init": benchfile.flag(o.parallel_init)}
 
 
 def _exit_code(rows: list[dict], confirmation: dict, o: BenchOptions, say=None) -> int:
@@ -388,25 +514,34 @@ def _exit_code(rows: list[dict], confirmation: dict, o: BenchOptions, say=None) 
 
 
 # --- output --------------------------------------------------------------------------------------------
-_HEAD = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-         "#wrong"]
+_PLACE = ["time", "algbw", "busbw", "#wrong"]
+_PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%"]  # -I: nccl-tests' extra columns per placement
 
 
 def table(rows: list[dict], title: str) -> str:
-    """nccl-tests' columns: size count type redop root | out-of-place | in-place."""
+    """nccl-tests' columns: size count type redop root | out-of-place | in-place [| timestamp]."""
     from tabulate import tabulate
+    per_iter = bool(rows) and "out_of_place_per_iter" in rows[0]
+    stamped = bool(rows) and "timestamp" in rows[0]
 
-    def place(p):
-        w = "N/A" if p["nwrong"] is None else p["nwrong"]
-        return [f"{p['time'] if 'time' in p else p['cpu_time']:.2f}", f"{p['alg_bw']:.2f}", f"{p['bus_bw']:.2f}", w]
-    body = [[r["size"], r["count"], r["type"], r["redop"], r["root"], *place(r["out_of_place"]),
-             *place(r["in_place"])] for r in rows]
-    text = tabulate(body, headers=_HEAD, tablefmt="plain", disable_numparse=True,
-                    colalign=("right",) * len(_HEAD))
+    def place(r, p):
+        m = r[p]
+        cells = [f"{m['time'] if 'time' in m else m['cpu_time']:.2f}", f"{m['alg_bw']:.2f}", f"{m['bus_bw']:.2f}",
+                 "N/A" if m["nwrong"] is None else m["nwrong"]]
+        if per_iter:
+            i = r[p + "_per_iter"]
+            cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}"]
+        return cells
+    head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
+            *(["timestamp"] if stamped else [])]
+    body = [[r["size"], r["count"], r["type"], r["redop"], r["root"], *place(r, "out_of_place"), *place(r, "in_place"),
+             *([r["timestamp"]] if stamped else [])] for r in rows]
+    text = tabulate(body, headers=head, tablefmt="plain", disable_numparse=True, colalign=("right",) * len(head))
     lines = text.splitlines()
     cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
     time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
-    units = f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong  |  in-place: the same"
+    units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
+             + (" i_min i_max i_p99 (us) i_cv%" if per_iter else "") + "  |  in-place: the same")
     notes = [f"# in-place {r['collective']}: timed, not checked (point-to-point in place has no defined "
              "order across processes)" for r in rows[:1] if r["in_place"]["nwrong"] is None
              and r["out_of_place"]["nwrong"] is not None]
@@ -422,18 +557,23 @@ def footer(rows: list[dict]) -> str:
             f"# Avg bus bandwidth    : {avg:.4g}")
 
 
-def metadata(o: BenchOptions, plan: SweepPlan, hosts, nranks: int, confirmation: dict, error,
-             launch_path: str | None = None) -> dict:
+def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, launch_path: str | None = None) -> dict:
     from nccl_bench import sysinfo
     meta = sysinfo.collect(o.job.backend, sorted(set(hosts or [])) or None)
+    timing = "cuda events around the loop" if o.job.backend != "gloo" else "wall clock around the loop"
+    if o.per_iter:
+        timing += (", and an event after each iteration (-I)" if o.job.backend != "gloo"
+                   else ", and around each iteration, waited for (-I)")
     meta["bench"] = {
         "nranks": nranks, "collectives": o.collectives, "algos": o.algos, "proto": o.proto, "init": o.job.init,
         "ranks_per_root": o.job.ranks_per_root, "minbytes": o.min_bytes, "maxbytes": o.max_bytes,
         "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
-        "warmup_iters": o.warmup, "check": o.check, "op": o.op, "datatype": plan.type_name, "root": o.root,
-        "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles, "time_unit": "us",
-        "bw_unit": "GB/s (1e9 B/s)", "timing": "cuda events around the loop" if o.job.backend != "gloo"
-        else "wall clock around the loop",
+        "warmup_iters": o.warmup, "check": o.check, "op": o.op,
+        "datatype": "all" if o.dtype == "all" else TYPE_NAMES[o.torch_dtype_name], "root": o.root,
+        "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles,
+        "agg_iters": o.agg_iters, "per_iter_timing": o.per_iter, "per_iter_skip": o.per_iter_skip,
+        "unalign_elements": o.unalign, "parallel_init": o.parallel_init, "timeout_s": o.job.timeout,
+        "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)", "timing": timing,
         "report_cputime": o.report_cputime, "local_register": o.local_register,
         "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
         "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],

@@ -24,14 +24,21 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow_all: bool = False,
-                 ranks_per_root: int = 128, timeout: float = 60.0) -> None:
+                 ranks_per_root: int = 128, timeout: float = 60.0, short_timeout: bool = False) -> None:
+    """The job options every command has; `short_timeout` adds nccl-tests' -T for --timeout (bench)."""
     p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
     p.add_argument("--nranks", type=int, default=None, help="ranks to launch locally (default: one per GPU, 2 on CPU)")
     p.add_argument("--init", default=init_default,
                    help="init mode(s): " + ",".join(MODES) + (" or all" if allow_all else ""))
     p.add_argument("--ranks-per-root", type=int, default=ranks_per_root,
                    help=f"ranks per unique-ID root, like TORCH_NCCL_RANKS_PER_ROOT (default {ranks_per_root})")
-    p.add_argument("--timeout", type=float, default=timeout, help=f"per-init deadline in seconds (default {timeout:g})")
+    if short_timeout:
+        p.add_argument("-T", "--timeout", type=float, default=timeout,
+                       help=f"seconds (default {timeout:g}) each communicator init, and each wait of a test (a "
+                       "timed pass, a check), may take; beyond it the test fails as a hang (exit 1), as "
+                       "nccl-tests' -T")
+    else:
+        p.add_argument("--timeout", type=float, default=timeout, help=f"per-init deadline in seconds (default {timeout:g})")
 
 
 def job_options(a: argparse.Namespace, allow_all: bool = False) -> JobOptions:

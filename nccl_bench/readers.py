@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
-from nccl_bench import stats
+from nccl_bench import benchfile, stats
 from nccl_bench.errors import UsageError
 from nccl_bench.results import SCHEMA_VERSION
 
@@ -93,11 +93,15 @@ def load(given: str) -> Result:
         raise UsageError(f"{given}: not a result of nccl-bench (not JSON, nor a stress journal)")
     if isinstance(doc, dict) and {"commit_hash", "results", "result_columns"} <= doc.keys():
         return _asv(path, given, doc)
+    if benchfile.is_layout(doc):  # bench -J: ours (kind bench) or written by nccl-tests itself
+        return _bench(path, given, doc)
     if not (isinstance(doc, dict) and {"kind", "schema", "rows"} <= doc.keys()):
         raise UsageError(f"{given}: not a result of nccl-bench (no kind/schema/rows)")
     kind, schema = doc["kind"], doc["schema"]
     if kind not in ROW_FIELDS:
         raise UsageError(f"{given}: kind '{kind}' is not a result kind this report reads ({', '.join(KINDS)})")
+    if kind == "bench" and schema == SCHEMA_VERSION:  # schema 1: before bench took nccl-tests' layout
+        return _bench(path, given, doc)
     if schema != SCHEMA_VERSION:
         raise UsageError(f"{given}: schema version {schema!r} of kind '{kind}'; this report reads version "
                          f"{SCHEMA_VERSION}")
@@ -105,15 +109,28 @@ def load(given: str) -> Result:
     _check_rows(given, kind, rows)
     if not isinstance(meta, dict):
         raise UsageError(f"{given}: its metadata block is not an object")
-    if kind == "bench":
-        rows = median_over_cycles(rows)
     return Result(path, given, kind, meta, rows)
 
 
-PLACES = ("out_of_place", "in_place")  # a bench row's two measurements; sweep writes them
+def _bench(path: Path, given: str, doc: dict) -> Result:
+    """A bench file in any layout it was ever written in: one row per point (median over -N cycles)."""
+    if doc.get("kind", "bench") != "bench":
+        raise UsageError(f"{given}: kind '{doc['kind']}' in nccl-tests' layout; only bench files have it")
+    if doc.get("kind") == "bench" and doc.get("schema") not in (SCHEMA_VERSION, benchfile.SCHEMA):
+        raise UsageError(f"{given}: schema version {doc.get('schema')!r} of kind 'bench'; this report reads "
+                         f"versions {SCHEMA_VERSION} and {benchfile.SCHEMA}")
+    key = "results" if benchfile.is_layout(doc) else "rows"
+    if not isinstance(doc[key], list) or not all(isinstance(r, dict) for r in doc[key]):
+        raise UsageError(f"{given}: '{key}' is not a list of objects")
+    rows, meta = benchfile.rows_and_meta(doc)
+    if not isinstance(meta, dict):
+        raise UsageError(f"{given}: its metadata block is not an object")
+    _check_rows(given, "bench", rows, key)
+    return Result(path, given, "bench", meta, median_over_cycles(rows))
 
 
-_PER_CYCLE = ("cycle", "host_us")  # row fields that differ from one cycle of a point to the next
+PLACES = benchfile.PLACES  # a bench row's two measurements; sweep writes them
+PER_CYCLE = {*PLACES, *(p + "_per_iter" for p in PLACES), "cycle", "timestamp", "host_us"}  # differ between cycles
 
 
 def median_over_cycles(rows: list[dict]) -> list[dict]:
@@ -123,11 +140,11 @@ def median_over_cycles(rows: list[dict]) -> list[dict]:
         return rows
     groups: dict[str, list[dict]] = {}
     for r in rows:
-        key = json.dumps({k: v for k, v in r.items() if k not in PLACES and k not in _PER_CYCLE}, sort_keys=True)
+        key = json.dumps({k: v for k, v in r.items() if k not in PER_CYCLE}, sort_keys=True)
         groups.setdefault(key, []).append(r)
     out = []
     for same in groups.values():
-        row = {k: v for k, v in same[0].items() if k != "cycle"}
+        row = {k: v for k, v in same[0].items() if k not in PER_CYCLE}
         row["cycles"] = len(same)
         for place in PLACES:
             wrong = [r[place].get("nwrong") for r in same]
@@ -150,9 +167,9 @@ def _json(text: str):
         return None
 
 
-def _check_rows(given: str, kind: str, rows) -> None:
+def _check_rows(given: str, kind: str, rows, key: str = "rows") -> None:
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise UsageError(f"{given}: 'rows' is not a list of objects")
+        raise UsageError(f"{given}: '{key}' is not a list of objects")
     if not rows:
         raise UsageError(f"{given}: a {kind} result with no rows (nothing to report)")
     for i, row in enumerate(rows):

@@ -29,9 +29,13 @@ def check_writable(path: str | Path | None, option: str = "--json") -> None:
 
 def write(kind: str, rows: list[dict], meta: dict, path: str | Path | None = None) -> Path:
     """Write {kind, schema, meta, rows}; a taken name gets a numeric suffix, never overwritten."""
+    return write_doc(kind, {"kind": kind, "schema": SCHEMA_VERSION, "meta": meta, "rows": rows}, path)
+
+
+def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
+    """Write a whole document (bench: nccl-tests' layout, nccl_bench.benchfile), never overwriting."""
     p = Path(path) if path else default_path(kind)
     p.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"kind": kind, "schema": SCHEMA_VERSION, "meta": meta, "rows": rows}
     candidate, n = p, 1
     while True:
         try:

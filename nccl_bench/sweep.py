@@ -9,17 +9,20 @@ the sweep the ranks' times, host times per launch and wrong counts are gathered 
 job store and aggregated (rank0 / avg / min / max of the times, sum of #wrong); bandwidths
 follow nccl-tests: algbw = size / time, busbw = algbw * factor. With -C the placement's time
 key is "cpu_time" and holds the host time per launch, as nccl-tests' -C 1 (bandwidths stay
-those of the device time).
+those of the device time). With -I every rank's per-iteration times travel along: the row
+keeps one list per process and, per iteration, the max over processes (nccl-tests'
+per_process_max_times_us and times_us).
 The engine never asks which collective it runs: the record says everything.
 """
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from nccl_bench import markers
+from nccl_bench import markers, stats
 from nccl_bench.collectives import Collective, Layout, count_wrong, fill
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import UsageError
@@ -65,6 +68,9 @@ class SweepPlan:
     cycles: int = 1  # -N: the whole sweep again on the same buffers, each cycle its own rows
     report_cputime: bool = False  # -C: the time column is the host time per launch ("cpu_time")
     register: int = 0  # -R: 0 none, 1 local (ncclCommRegister), 2 symmetric (ncclCommWindowRegister)
+    unalign: int = 0  # -u: elements by which every send and receive view is moved off the allocation
+    per_iter_skip: int = 0  # -K: first timed iterations left out of the -I statistics
+    timestamps: bool = False  # -S: each row says when its size started
 
     def __post_init__(self):
         if self.cycles < 1:
@@ -76,6 +82,11 @@ class SweepPlan:
             raise UsageError(f"-c/--check must be >= 0, got {self.check}")
         if self.register not in (0, 1, 2):
             raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.register}")
+        if self.unalign < 0:
+            raise UsageError(f"-u/--unalign must be >= 0 elements, got {self.unalign}")
+        if not 0 <= self.per_iter_skip < self.timing.iters:
+            raise UsageError(f"-K/--per_iter_skip must be >= 0 and below -n/--iters {self.timing.iters}, "
+                             f"got {self.per_iter_skip}")
 
 
 def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
@@ -90,6 +101,18 @@ def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
         return send, buf
     buf = send_buf[:lay.send]
     return buf, buf[lay.recv_inplace:lay.recv_inplace + lay.recv]
+
+
+def per_iter_block(per_process: list[list[float]], skip: int) -> dict:
+    """nccl-tests' -I object from every process's per-iteration seconds: statistics (µs) of the
+    per-iteration max over processes, after the first `skip` iterations; the process rows with
+    more than one process."""
+    rows = [[t * 1e6 for t in times[skip:]] for times in per_process]
+    times_us = [max(col) for col in zip(*rows)]
+    block = {**stats.per_iter_summary(times_us), "times_us": times_us}
+    if len(rows) > 1:
+        block["per_process_max_times_us"] = rows
+    return block
 
 
 class Sweep:
@@ -111,9 +134,9 @@ class Sweep:
         """make_loop(stream) for the timing loop. Iteration i runs on buffers moved by
         (i % steps) x the size, as nccl-tests' startColl does "to avoid cache effects": steps is
         how many sizes fit in the buffers (each as large as the sweep's largest)."""
-        span = max(lay.send, lay.recv)
-        steps = min(send_buf.numel() // span, max(self.plan.timing.iters, self.plan.timing.warmup, 1))
-        views = [_views(send_buf, recv_buf, lay, in_place, k * span) for k in range(steps)]
+        span, skew = max(lay.send, lay.recv), self.plan.unalign
+        steps = min((send_buf.numel() - skew) // span, max(self.plan.timing.ops, self.plan.timing.warmup, 1))
+        views = [_views(send_buf, recv_buf, lay, in_place, k * span + skew) for k in range(steps)]
         return lambda stream: self.comm.launch_loop(self.coll.name, views, stream=stream, **self.args)
 
     def _warm_up(self, send_buf, recv_buf) -> None:
@@ -136,24 +159,27 @@ class Sweep:
             wrong += count_wrong(recv, segments, self.plan.op, self.job.nranks)
         return wrong
 
-    def _size(self, send_buf, recv_buf, lay: Layout) -> list:
-        """[time_oop, time_ip, wrong_oop, wrong_ip, host_oop, host_ip] of one size on this rank."""
+    def _size(self, send_buf, recv_buf, lay: Layout) -> dict:
+        """This rank's measurements of one size, per placement (out-of-place, in-place): seconds
+        per operation, host seconds per launch, #wrong (None: not checked), per-iteration seconds
+        (None without -I); and the local time the size began."""
         p, dev = self.plan, self.comm.device
-        times, wrongs, hosts = [], [], []
+        mine = {"time": [], "host": [], "wrong": [], "per_iter": [], "start": time.strftime("%Y-%m-%d %H:%M:%S")}
         for in_place in (False, True):
-            send, recv = _views(send_buf, recv_buf, lay, in_place)
+            send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
             t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
-            times.append(t.seconds)
-            hosts.append(t.host_seconds)
+            mine["time"].append(t.seconds)
+            mine["host"].append(t.host_seconds)
+            mine["per_iter"].append(t.per_iter)
             checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
-            wrongs.append(self._check(send, recv, lay) if checked else None)
-        return times + wrongs + hosts
+            mine["wrong"].append(self._check(send, recv, lay) if checked else None)
+        return mine
 
-    def _measure(self) -> list[list]:
+    def _measure(self) -> list[dict]:
         """This rank's _size() lists per cycle and size, cycle by cycle."""
         p = self.plan
         # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
-        numel = max(max(lay.send, lay.recv) for lay in self.layouts)
+        numel = max(max(lay.send, lay.recv) for lay in self.layouts) + p.unalign
         send_buf, recv_buf = self.comm.alloc(numel, p.dtype), self.comm.alloc(numel, p.dtype)
         handles = self.comm.register([send_buf, recv_buf], p.register) if p.register else []
         try:
@@ -187,20 +213,26 @@ class Sweep:
         return [self._row(cycle, lay, [e[cycle * n + i] for e in everyone])
                 for cycle in range(self.plan.cycles) for i, lay in enumerate(self.layouts)]
 
-    def _row(self, cycle: int, lay: Layout, per_rank: list[list]) -> dict:
+    def _row(self, cycle: int, lay: Layout, per_rank: list[dict]) -> dict:
         p, coll = self.plan, self.coll
         row = {"collective": coll.name, "size": lay.bytes, "count": lay.count, "type": p.type_name,
                "redop": p.op if coll.reduces else "none", "root": p.root if coll.rooted else -1, "cycle": cycle}
         host_us = {}
         for k, place in enumerate(PLACES):
-            t = aggregate([r[k] for r in per_rank], p.aggregate)
-            host_us[place] = aggregate([r[4 + k] for r in per_rank], p.aggregate) * 1e6
-            wrong = None if per_rank[0][2 + k] is None else sum(r[2 + k] for r in per_rank)
+            t = aggregate([r["time"][k] for r in per_rank], p.aggregate)
+            host_us[place] = aggregate([r["host"][k] for r in per_rank], p.aggregate) * 1e6
+            wrongs = [r["wrong"][k] for r in per_rank]
+            wrong = None if wrongs[0] is None else sum(wrongs)
             algbw = lay.bytes / t / 1e9 if t > 0 else 0.0
             shown = ("cpu_time", host_us[place]) if p.report_cputime else ("time", t * 1e6)
             row[place] = {shown[0]: shown[1], "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
                           "nwrong": wrong}
+            if p.timing.per_iter:
+                row[place + "_per_iter"] = per_iter_block([r["per_iter"][k] for r in per_rank], p.per_iter_skip)
         row["host_us"] = host_us  # host time per launch, with or without -C
+        row["actual_iterations"] = p.timing.iters
+        if p.timestamps:
+            row["timestamp"] = per_rank[0]["start"]
         return row
 
     def _show(self, i, lay, cycle: int = 0) -> None:

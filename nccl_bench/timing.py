@@ -14,12 +14,18 @@ move the buffers from one iteration to the next as nccl-tests' startColl does.
 Host time: the seconds the host spent making the launches, per operation (-C/--report_cputime).
 
 CPU (gloo): wall clock around the same loop, waiting for completion at the end.
+
+-m/--agg_iters: each iteration launches that many operations back to back; time per operation
+= elapsed / (iters * agg). -I/--per_iter_timing: also the time of every iteration (per
+operation, i.e. divided by agg): on GPU an event after each iteration on the same stream (the
+loop is not slowed), on CPU the wall clock around each iteration, waiting for it (a gloo
+iteration has no other end to time).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from nccl_bench.errors import UsageError
 
@@ -30,6 +36,8 @@ class TimingPlan:
     warmup: int = 5  # launches at the largest and at the smallest size when a sweep starts (-w)
     blocking: bool = False  # -z: wait for each operation before launching the next
     graph_replays: int = 0  # -G: 0 = eager; N = capture `iters` launches, replay the graph N times
+    agg: int = 1  # -m: operations per iteration
+    per_iter: bool = False  # -I: keep every iteration's time
 
     def __post_init__(self):
         if self.iters < 1:
@@ -38,18 +46,26 @@ class TimingPlan:
             raise UsageError(f"-w/--warmup_iters must be >= 0, got {self.warmup}")
         if self.graph_replays < 0:
             raise UsageError(f"-G/--cudagraph must be >= 0, got {self.graph_replays}")
+        if self.agg < 1:
+            raise UsageError(f"-m/--agg_iters must be >= 1, got {self.agg}")
+        if self.per_iter and self.graph_replays:
+            raise UsageError("-I/--per_iter_timing cannot time iterations inside a CUDA graph; drop -G/--cudagraph")
+
+    @property
+    def ops(self) -> int:
+        return self.iters * self.agg
 
 
-@dataclass(frozen=True)
-class Timing:
+class Timing(NamedTuple):
     seconds: float  # per operation: CUDA events (GPU) or wall clock (CPU) around the loop
     host_seconds: float  # per operation: the host's time making the launches (graph: the replays)
+    per_iter: list[float] | None = None  # -I: seconds per operation of each iteration, else None
 
 
 def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
                    stream=None) -> Timing:
     """Time one collective. `make_loop(stream)` returns its launch loop (run(first, n) -> host
-    seconds); `wait()` blocks until done.
+    seconds, one operation per step); `wait()` blocks until done.
 
     `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
     """
@@ -63,40 +79,62 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
     return _eager(loop, plan, wait, stream)
 
 
-def _launch_all(loop, plan: TimingPlan, sync: Callable[[], None]) -> float:
-    """Host seconds to make the `iters` launches (-z: each followed by `sync`, counted too)."""
-    if not plan.blocking:
-        return loop.run(0, plan.iters)
-    t0 = time.perf_counter()
+def _launch_all(loop, plan: TimingPlan, sync: Callable[[], None], mark: Callable[[], None] | None = None) -> float:
+    """Host seconds to make the iters x agg launches (-z: each followed by `sync`, counted too);
+    -I: `mark()` after each iteration, not counted."""
+    if not plan.blocking and mark is None:
+        return loop.run(0, plan.ops)
+    host = 0.0
     for i in range(plan.iters):
-        loop.run(i, 1)
-        sync()
-    return time.perf_counter() - t0
+        if plan.blocking:
+            for j in range(plan.agg):
+                t0 = time.perf_counter()
+                loop.run(i * plan.agg + j, 1)
+                sync()
+                host += time.perf_counter() - t0
+        else:
+            host += loop.run(i * plan.agg, plan.agg)
+        if mark is not None:
+            mark()
+    return host
 
 
 def _cpu(loop, plan: TimingPlan, wait) -> Timing:
-    t0 = time.perf_counter()
-    host = _launch_all(loop, plan, wait)
+    marks = [time.perf_counter()]
+
+    def mark():  # a gloo iteration has no other end to time than waiting for it
+        wait()
+        marks.append(time.perf_counter())
+    host = _launch_all(loop, plan, wait, mark if plan.per_iter else None)
     wait()
-    return Timing((time.perf_counter() - t0) / plan.iters, host / plan.iters)
+    elapsed = time.perf_counter() - marks[0]
+    per_iter = [(b - a) / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
+    return Timing(elapsed / plan.ops, host / plan.ops, per_iter)
 
 
 def _eager(loop, plan: TimingPlan, wait, stream) -> Timing:
     import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    start, end = event(), event()
+    marks = [start]
+
+    def mark():  # an event after each iteration on the same stream: the loop is not slowed
+        marks.append(event())
+        marks[-1].record(stream)
     start.record(stream)
-    host = _launch_all(loop, plan, stream.synchronize)
+    host = _launch_all(loop, plan, stream.synchronize, mark if plan.per_iter else None)
     end.record(stream)
     wait()
     end.synchronize()
-    return Timing(start.elapsed_time(end) / 1e3 / plan.iters, host / plan.iters)
+    per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
+    return Timing(start.elapsed_time(end) / 1e3 / plan.ops, host / plan.ops, per_iter)
 
 
 def _graph(loop, plan: TimingPlan, wait, stream) -> Timing:
     import torch
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):  # the sync launch ran eagerly: NCCL connected before capture
-        loop.run(0, plan.iters)
+        loop.run(0, plan.ops)
     try:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         graph.replay()  # warm replay; like the eager sync launch it lines the ranks up on the GPU
@@ -109,7 +147,7 @@ def _graph(loop, plan: TimingPlan, wait, stream) -> Timing:
         end.record(stream)
         wait()
         end.synchronize()
-        ops = plan.iters * plan.graph_replays
+        ops = plan.ops * plan.graph_replays
         return Timing(start.elapsed_time(end) / 1e3 / ops, host / ops)
     finally:
         graph.reset()

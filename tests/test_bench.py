@@ -4,7 +4,7 @@ import json
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench import readers
+from nccl_bench import benchfile, readers
 from nccl_bench.bench import BenchOptions, _exit_code, footer, table
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions
@@ -21,7 +21,7 @@ def bench(tmp_path, *args, name="out.json"):
 def test_all_collectives_three_ranks_two_init_modes(tmp_path):
     proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all", "--init", "regular,scoped")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = doc["rows"]
+    rows = benchfile.rows(doc)
     names = {r["collective"] for r in rows}
     assert names == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"}
     assert {r["init"] for r in rows} == {"regular", "scoped"}
@@ -49,11 +49,12 @@ def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     # -N 2: each cycle printed and kept, as nccl-tests' --run_cycles; readers take the median per point
     assert proc.stdout.count("cycle 2/2") == 3 and doc["meta"]["bench"]["run_cycles"] == 2
-    assert sorted({r["cycle"] for r in doc["rows"]}) == [0, 1]
+    rows = benchfile.rows(doc)
+    assert sorted({r["cycle"] for r in rows}) == [0, 1]
     per_point = readers.load(str(tmp_path / "out.json")).rows
-    assert len(per_point) * 2 == len(doc["rows"]) and {r["cycles"] for r in per_point} == {2}
-    assert {r["type"] for r in doc["rows"]} == {"half"} and {r["redop"] for r in doc["rows"]} == {"avg"}
-    assert {r["root"] for r in doc["rows"] if r["collective"] == "reduce"} == {1}
+    assert len(per_point) * 2 == len(rows) and {r["cycles"] for r in per_point} == {2}
+    assert {r["type"] for r in rows} == {"half"} and {r["redop"] for r in rows} == {"avg"}
+    assert {r["root"] for r in rows if r["collective"] == "reduce"} == {1}
     assert doc["meta"]["bench"]["average"] == "min" and doc["meta"]["bench"]["blocking"] is True
     before = (tmp_path / "out.json").read_text()
     err = one_line_error(run(["-m", "nccl_bench", "bench", *SMALL, "--json", str(tmp_path / "out.json")]))
@@ -65,7 +66,7 @@ def test_report_cputime_shows_host_time_per_launch(tmp_path):
     proc, doc = bench(tmp_path, "--nranks", "2", "-C", "1", "-N", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "host time per launch" in proc.stdout
-    for r in doc["rows"]:
+    for r in doc["results"]:
         for place in ("out_of_place", "in_place"):
             assert set(r[place]) == {"cpu_time", "alg_bw", "bus_bw", "nwrong"}  # nccl-tests' -C 1 key
             assert r[place]["cpu_time"] == pytest.approx(r["host_us"][place]) and r[place]["cpu_time"] > 0
@@ -76,7 +77,7 @@ def test_report_cputime_shows_host_time_per_launch(tmp_path):
 @pytest.mark.parametrize("args,needle", [
     (["-b", "1M", "-e", "1K"], "larger than -e"),
     (["-f", "1"], "stepfactor must be > 1"),
-    (["--collective", "gather"], "unknown collective"),
+    (["--collective", "nocoll"], "unknown collective"),
     (["-G", "5"], "-G/--cudagraph needs --backend nccl"),
     (["-R", "1"], "-R/--local_register 1 needs --backend nccl"),
 ])

@@ -5,6 +5,7 @@ import pytest
 
 from gpu_cases import CASES
 from helpers import run
+from nccl_bench import benchfile
 from nccl_bench.comm import gpu_count
 
 
@@ -26,7 +27,7 @@ def test_gpu_case(case, tmp_path):
         fps = {tuple(e["evidence"]["fingerprints"]) for e in failed}
         assert len(fps) > 1, "the ranks should disagree on the IDs they used"
     if case.expect == "bench-exact":
-        rows = json.load(open(argv[argv.index("--json") + 1]))["rows"]
+        rows = benchfile.rows(json.load(open(argv[argv.index("--json") + 1])))
         asked = argv[argv.index("--collective") + 1]
         assert asked == "all" or {r["collective"] for r in rows} == set(asked.split(","))
         assert all(r[p]["nwrong"] in (0, None) for r in rows for p in ("out_of_place", "in_place"))

@@ -32,6 +32,7 @@ echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=c
 } > $L 2>&1
 python3 - "$OUT" <<'PY'
 import itertools, json, math, sys
+from nccl_bench import benchfile
 from pathlib import Path
 out = Path(sys.argv[1])
 files = [f for f in Path("results/asv").glob("*/*.json") if f.name not in ("machine.json",)]
@@ -75,7 +76,7 @@ print(f"\nstress scoped churn: {st.get(())} rounds/s")
 direct = out / "bench_direct.json"
 verdicts = []
 if direct.exists():
-    for r in json.loads(direct.read_text())["rows"]:
+    for r in benchfile.rows(json.loads(direct.read_text())):
         ours = b.get(("all_reduce", r["algo"], "regular", "1 GiB"))
         ref = r["out_of_place"]["bus_bw"]
         if ours is None or ours != ours:
