@@ -22,6 +22,7 @@ from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import EXIT_FAILED, BarrierTimeout, CommError, UsageError
 from nccl_bench.options import JobOptions, split_list
+from nccl_bench.split import GroupJob, groups, parse as parse_split, from_env as split_from_env
 from nccl_bench.sweep import Sweep, SweepPlan, size_steps
 from nccl_bench.timing import TimingPlan
 
@@ -72,6 +73,7 @@ class BenchOptions:
     proto: str | None = None
     json: str | None = None
     confirm_algo: bool = True
+    split: str | None = None  # --split / NCCL_TESTS_SPLIT(_MASK): groups by rank, each its own sweep
 
     def __post_init__(self):
         self.collectives = split_list(self.collectives, collectives.NAMES, "collective", "all")
@@ -94,6 +96,8 @@ class BenchOptions:
             self.step = 1 << 20  # nccl-tests' default -i 1M
         if self.root < 0:
             raise UsageError(f"-r/--root must be >= 0, got {self.root}")
+        if self.split is not None:
+            parse_split(self.split)
         if self.graph and self.job.backend != "nccl":
             raise UsageError(f"-G/--cudagraph needs --backend nccl (CUDA graphs of raw NCCL calls); "
                              f"got --backend {self.job.backend}")
@@ -154,7 +158,7 @@ def parser() -> Parser:
     p.add_argument("-c", "--check", type=int, default=1, help="check iterations per size (default 1; 0 = none)")
     p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS))
     p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES))
-    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast and reduce (default 0)")
+    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast, reduce, gather and scatter (default 0)")
     p.add_argument("-G", "--cudagraph", type=int, default=0, help="capture -n iterations in a CUDA graph, replay N times")
     p.add_argument("-a", "--average", default="1", help="time across ranks: 0 rank0, 1 avg, 2 min, 3 max")
     p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
@@ -169,6 +173,9 @@ def parser() -> Parser:
                    + ",".join(ALGOS))
     p.add_argument("--proto", default=None, help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
     p.add_argument("-J", "--json", default=None, help="result file (default results/bench-<machine>-<time>.json)")
+    p.add_argument("--split", default=None, help="split the ranks into groups, each running the sweep at once: "
+                   "'AND 0x1', 'MOD 2', 'DIV 4' (or &, %%, /, |), as nccl-tests' NCCL_TESTS_SPLIT; default: "
+                   "NCCL_TESTS_SPLIT_MASK or NCCL_TESTS_SPLIT from the environment")
     p.add_argument("--no-algo-confirm", action="store_true", help="skip the NCCL_DEBUG probe that confirms the algorithm")
     p.add_argument("--algo-probe", default=None, help=argparse_suppress())
     p.add_argument("--algo-confirmed", default=None, help=argparse_suppress())
@@ -190,7 +197,8 @@ def options(a) -> BenchOptions:
         iters=a.iters, warmup=a.warmup_iters, check=a.check, op=a.op, dtype=a.datatype, root=a.root,
         graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), cycles=a.run_cycles,
         report_cputime=bool(a.report_cputime), local_register=a.local_register,
-        algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm)
+        algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm,
+        split=a.split if a.split is not None else split_from_env())
 
 
 # --- the driver (before any rank runs) -------------------------------------------------------------
@@ -215,14 +223,25 @@ def check_fits(o: BenchOptions, nranks: int) -> None:
         raise UsageError(f"-e/--maxbytes {o.max_bytes}: buffers need {need / 2**30:.1f} GiB, more than {where}")
 
 
+def check_ranks(o: BenchOptions, nranks: int, named: list[str]) -> None:
+    """The root exists in every (split) group; a collective named on the command line runs on them."""
+    sizes = sorted({len(m) for m in groups(o.split, nranks).values()})
+    where = f"this {nranks}-rank job" if o.split is None else f"the smallest split group ({sizes[0]} ranks)"
+    if o.root >= sizes[0]:
+        raise UsageError(f"-r/--root {o.root} is not a rank of {where}")
+    for name in o.collectives:
+        why = next(filter(None, (collectives.get(name).unfit(n) for n in sizes)), None)
+        if why and name in named:
+            raise UsageError(f"--collective {name}: {why}")
+
+
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     o = options(a)
     results.check_writable(o.json)
     ident = launch.detect()
     nranks = ident.world_size if ident else o.job.local_ranks()
-    if o.root >= nranks:
-        raise UsageError(f"-r/--root {o.root} is not a rank of this {nranks}-rank job")
+    check_ranks(o, nranks, a.collective.split(","))
     check_fits(o, nranks)
     if a.algo_probe:
         return run_job(["-m", "nccl_bench", "bench", *argv], o.job, probe_worker(o, a.algo_probe))
@@ -263,7 +282,7 @@ def probe(o: BenchOptions, argv: list[str]) -> str:
 
 
 # --- the ranks ---------------------------------------------------------------------------------------
-def _plan(job: Job, o: BenchOptions, init: str, algo: str, counter: int) -> InitPlan:
+def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) -> InitPlan:
     if algo == "default":  # NCCL_ALGO stays what the user's environment says
         if _USER_ALGO is None:
             os.environ.pop("NCCL_ALGO", None)
@@ -271,7 +290,7 @@ def _plan(job: Job, o: BenchOptions, init: str, algo: str, counter: int) -> Init
             os.environ["NCCL_ALGO"] = _USER_ALGO
     return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
-                    proto=o.proto, blocking=True, namespace="bench")
+                    proto=o.proto, blocking=True, namespace=job.namespace)
 
 
 _USER_ALGO = os.environ.get("NCCL_ALGO")
@@ -289,17 +308,20 @@ def probe_worker(o: BenchOptions, folder: str):
             todo = [c for a, c in o.pairs() if a == algo]
             if not todo:
                 continue
-            with communicator(o.job.backend, _plan(job, o, o.job.init[0], algo, k), Deadline(o.job.timeout)) as comm:
+            with communicator(o.job.backend, _plan(GroupJob(job, None), o, o.job.init[0], algo, k),
+                              Deadline(o.job.timeout)) as comm:
                 for name in todo:
                     coll = collectives.get(name)
-                    args = coll.call_args(o.op, o.root, job.rank, job.nranks)
+                    if coll.unfit(job.nranks):
+                        continue
                     for size in plan.sizes:
                         lay = coll.layout(size, elt, job.nranks, job.rank)
                         if not (lay.send and lay.recv) or lay.bytes > nccl_debug.PROBE_MAX_BYTES:
                             continue
+                        args = coll.call_args(o.op, o.root, job.rank, job.nranks, lay)
                         send = torch.ones(lay.send, dtype=plan.dtype, device=comm.device)
                         recv = torch.zeros(lay.recv, dtype=plan.dtype, device=comm.device)
-                        comm.prepare(name, send, recv, **args)()
+                        comm.prepare(coll.method, send, recv, **args)()
                         comm.wait(Deadline(o.job.timeout), name)
                         calls.append({"algo": algo, "collective": name, "nccl_name": coll.nccl_name, "size": lay.bytes})
         if job.rank == 0:
@@ -339,30 +361,39 @@ def worker(o: BenchOptions, confirmed_path: str | None):
             job.say(f"# skipped {name} with --algo {algo}: NCCL has no {algo} algorithm for it")
         rows, error, counter, launch_path = [], None, 0, None
         progress = sys.stderr.isatty()
+        group = GroupJob(job, o.split)  # the whole job when there is no split
+        unfit = {c: collectives.get(c).unfit(group.nranks) for c in o.collectives}
+        for name, why in unfit.items():
+            if why:
+                job.say(f"# skipped {name}: {why}")
         try:
             for init in o.job.init:
                 for algo in o.algos:
-                    todo = [c for a, c in o.pairs() if a == algo]
+                    todo = [c for a, c in o.pairs() if a == algo and not unfit[c]]
                     if not todo:
                         continue
                     counter += 1
-                    with communicator(o.job.backend, _plan(job, o, init, algo, counter),
+                    with communicator(o.job.backend, _plan(group, o, init, algo, counter),
                                       Deadline(o.job.timeout)) as comm:
                         launch_path = comm.launch_path()
                         for name in todo:
                             coll = collectives.get(name)
-                            got = Sweep(job, comm, coll, plan, f"{init}/{algo}", progress).rows()
+                            got = Sweep(group, comm, coll, plan, f"{init}/{algo}", progress and job.rank == 0).rows()
                             for r in got:
-                                r.update(algo=algo, init=init, backend=o.job.backend, nranks=job.nranks,
+                                r.update(algo=algo, init=init, backend=o.job.backend, nranks=group.nranks,
+                                         **group.row_fields,
                                          algo_confirmed=algo_verdict(algo, coll, reported.get(f"{algo}/{name}/{r['size']}")))
                             rows.extend(got)
                             if job.rank == 0:
-                                title = f"{name}  algo {algo}  init {init}  {o.job.backend} x{job.nranks}"
+                                title = f"{name}  algo {algo}  init {init}  {o.job.backend} x{group.nranks}"
+                                if o.split is not None:
+                                    title += f"  split {o.split}: group {group.group} of {group.ngroups}"
                                 for cycle in range(o.cycles):
                                     of = f"  cycle {cycle + 1}/{o.cycles}" if o.cycles > 1 else ""
                                     print(table([r for r in got if r["cycle"] == cycle], title + of), flush=True)
         except (CommError, BarrierTimeout) as e:
             error = e
+        rows = group.collect(rows)
         if job.rank != 0:
             if error is not None:
                 raise error
@@ -431,7 +462,7 @@ def metadata(o: BenchOptions, plan: SweepPlan, hosts, nranks: int, confirmation:
         "ranks_per_root": o.job.ranks_per_root, "minbytes": o.min_bytes, "maxbytes": o.max_bytes,
         "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
         "warmup_iters": o.warmup, "check": o.check, "op": o.op, "datatype": plan.type_name, "root": o.root,
-        "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles, "time_unit": "us",
+        "cudagraph": o.graph, "split": o.split, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles, "time_unit": "us",
         "bw_unit": "GB/s (1e9 B/s)", "timing": "cuda events around the loop" if o.job.backend != "gloo"
         else "wall clock around the loop",
         "report_cputime": o.report_cputime, "local_register": o.local_register,
