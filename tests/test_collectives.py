@@ -208,3 +208,26 @@ def test_aggregate():
     assert aggregate([1.0, 3.0], "avg") == 2.0
     assert aggregate([2.0, 1.0], "rank0") == 2.0
     assert aggregate([2.0, 1.0], "min") == 1.0 and aggregate([2.0, 1.0], "max") == 2.0
+
+
+def test_nccl_calls_of_point_to_point_rounds():
+    """What the nccl backend (and its compiled loop) calls: a group per round; a copy to itself is a
+    send and receive to its own rank, left out in place; element offsets become byte addresses."""
+    from types import SimpleNamespace
+    from nccl_bench.comm.nccl import NcclCommunicator
+    from nccl_bench.sweep import _views
+    coll, n, r = C.get("hypercube"), 4, 1
+    lay = coll.layout(1024, 4, n, r)  # 64 floats per rank
+    buf_s, buf_r = torch.zeros(256), torch.zeros(256)
+    for in_place in (False, True):
+        send, recv = _views(buf_s, buf_r, lay, in_place)
+        sp, rp = send.data_ptr(), recv.data_ptr()
+        calls = NcclCommunicator._round_calls(SimpleNamespace(rank=r), coll.call_args("sum", 0, r, n, lay)["rounds"],
+                                              send, recv, sp, rp, 7, "comm", 0)
+        names = [c[0] for c in calls]
+        steps = ["group_start", "send", "recv", "group_end"]
+        assert names == steps * (2 if in_place else 3)
+        if not in_place:  # own chunk into place: from the send view to slot 1 of the receive view
+            assert calls[1][1] == (sp, 64, 7, 1, "comm", 0) and calls[2][1] == (rp + 64 * 4, 64, 7, 1, "comm", 0)
+        last = calls[-3:-1]  # step 2: swap two chunks with rank 1 ^ 2 = 3, forwarding from the receive view
+        assert last == [("send", (rp, 128, 7, 3, "comm", 0)), ("recv", (rp + 128 * 4, 128, 7, 3, "comm", 0))]
