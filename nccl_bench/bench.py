@@ -23,6 +23,7 @@ from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import EXIT_FAILED, BarrierTimeout, CommError, UsageError
 from nccl_bench.options import JobOptions, split_list
+from nccl_bench.split import GroupJob, groups, parse as parse_split, from_env as split_from_env
 from nccl_bench.sweep import Sweep, SweepPlan, size_steps
 from nccl_bench.timing import TimingPlan
 
@@ -82,6 +83,7 @@ class BenchOptions:
     timestamps: int = 0  # -S: 1 = a timestamp per row
     unalign: int = 0  # -u: elements by which the buffers are moved off their allocation
     parallel_init: int = 0  # -p: accepted (0/1) and recorded; one process per GPU inits in parallel anyway
+    split: str | None = None  # --split / NCCL_TESTS_SPLIT(_MASK): groups by rank, each its own sweep
 
     def __post_init__(self):
         self.collectives = split_list(self.collectives, collectives.NAMES, "collective", "all")
@@ -112,6 +114,8 @@ class BenchOptions:
             self.step = 1 << 20  # nccl-tests' default -i 1M
         if self.root != "all" and self.root < 0:
             raise UsageError(f"-r/--root must be >= 0, got {self.root}")
+        if self.split is not None:
+            parse_split(self.split)
         if self.graph and self.job.backend != "nccl":
             raise UsageError(f"-G/--cudagraph needs --backend nccl (CUDA graphs of raw NCCL calls); "
                              f"got --backend {self.job.backend}")
@@ -186,8 +190,8 @@ def parser() -> Parser:
     p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS) + ", or all (each in turn)")
     p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES) + ", or all ("
                    + ",".join(ALL_TYPES) + ")")
-    p.add_argument("-r", "--root", default="0", help="root rank of broadcast and reduce (default 0), or all "
-                   "(every rank in turn)")
+    p.add_argument("-r", "--root", default="0", help="root rank of broadcast, reduce, gather and scatter (default 0), "
+                   "or all (every rank in turn)")
     p.add_argument("-G", "--cudagraph", type=int, default=0, help="capture -n iterations in a CUDA graph, replay N times")
     p.add_argument("-a", "--average", default="1", help="time across ranks: 0 rank0, 1 avg, 2 min, 3 max")
     p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
@@ -221,6 +225,9 @@ def parser() -> Parser:
                    + ",".join(ALGOS))
     p.add_argument("--proto", default=None, help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
     p.add_argument("-J", "--json", default=None, help="result file (default results/bench-<machine>-<time>.json)")
+    p.add_argument("--split", default=None, help="split the ranks into groups, each running the sweep at once: "
+                   "'AND 0x1', 'MOD 2', 'DIV 4' (or &, %%, /, |), as nccl-tests' NCCL_TESTS_SPLIT; default: "
+                   "NCCL_TESTS_SPLIT_MASK or NCCL_TESTS_SPLIT from the environment")
     p.add_argument("--no-algo-confirm", action="store_true", help="skip the NCCL_DEBUG probe that confirms the algorithm")
     p.add_argument("--algo-probe", default=None, help=argparse_suppress())
     p.add_argument("--algo-confirmed", default=None, help=argparse_suppress())
@@ -244,7 +251,8 @@ def options(a) -> BenchOptions:
         report_cputime=bool(a.report_cputime), local_register=a.local_register,
         algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm,
         per_iter=a.per_iter_timing, per_iter_skip=a.per_iter_skip, agg_iters=a.agg_iters, memory=a.memory,
-        timestamps=a.report_timestamps, unalign=a.unalign, parallel_init=a.parallel_init)
+        timestamps=a.report_timestamps, unalign=a.unalign, parallel_init=a.parallel_init,
+        split=a.split if a.split is not None else split_from_env())
 
 
 def _root(text: str) -> int | str:
@@ -278,14 +286,25 @@ def check_fits(o: BenchOptions, nranks: int) -> None:
         raise UsageError(f"-e/--maxbytes {o.max_bytes}: buffers need {need / 2**30:.1f} GiB, more than {where}")
 
 
+def check_ranks(o: BenchOptions, nranks: int, named: list[str]) -> None:
+    """The root exists in every (split) group; a collective named on the command line runs on them."""
+    sizes = sorted({len(m) for m in groups(o.split, nranks).values()})
+    where = f"this {nranks}-rank job" if o.split is None else f"the smallest split group ({sizes[0]} ranks)"
+    if o.root != "all" and o.root >= sizes[0]:
+        raise UsageError(f"-r/--root {o.root} is not a rank of {where}")
+    for name in o.collectives:
+        why = next(filter(None, (collectives.get(name).unfit(n) for n in sizes)), None)
+        if why and name in named:
+            raise UsageError(f"--collective {name}: {why}")
+
+
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     o = options(a)
     results.check_writable(o.json)
     ident = launch.detect()
     nranks = ident.world_size if ident else o.job.local_ranks()
-    if o.root != "all" and o.root >= nranks:
-        raise UsageError(f"-r/--root {o.root} is not a rank of this {nranks}-rank job")
+    check_ranks(o, nranks, a.collective.split(","))
     check_fits(o, nranks)
     if a.algo_probe:
         return run_job(["-m", "nccl_bench", "bench", *argv], o.job, probe_worker(o, a.algo_probe))
@@ -326,7 +345,7 @@ def probe(o: BenchOptions, argv: list[str]) -> str:
 
 
 # --- the ranks ---------------------------------------------------------------------------------------
-def _plan(job: Job, o: BenchOptions, init: str, algo: str, counter: int) -> InitPlan:
+def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) -> InitPlan:
     if algo == "default":  # NCCL_ALGO stays what the user's environment says
         if _USER_ALGO is None:
             os.environ.pop("NCCL_ALGO", None)
@@ -334,7 +353,7 @@ def _plan(job: Job, o: BenchOptions, init: str, algo: str, counter: int) -> Init
             os.environ["NCCL_ALGO"] = _USER_ALGO
     return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
-                    proto=o.proto, blocking=True, namespace="bench")
+                    proto=o.proto, blocking=True, namespace=job.namespace)
 
 
 _USER_ALGO = os.environ.get("NCCL_ALGO")
@@ -350,19 +369,22 @@ def probe_worker(o: BenchOptions, folder: str):
             todo = [c for a, c in o.pairs() if a == algo]
             if not todo:
                 continue
-            with communicator(o.job.backend, _plan(job, o, o.job.init[0], algo, k), Deadline(o.job.timeout)) as comm:
+            with communicator(o.job.backend, _plan(GroupJob(job, None), o, o.job.init[0], algo, k),
+                              Deadline(o.job.timeout)) as comm:
                 for name in todo:
                     coll = collectives.get(name)
+                    if coll.unfit(job.nranks):
+                        continue
                     plan = o.sweep_plan(o.job.timeout, *o.combos(coll, job.nranks)[0])
                     elt = torch.empty((), dtype=plan.dtype).element_size()
-                    args = coll.call_args(plan.op, plan.root, job.rank, job.nranks)
                     for size in plan.sizes:
                         lay = coll.layout(size, elt, job.nranks, job.rank)
                         if not (lay.send and lay.recv) or lay.bytes > nccl_debug.PROBE_MAX_BYTES:
                             continue
+                        args = coll.call_args(plan.op, plan.root, job.rank, job.nranks, lay)
                         send = torch.ones(lay.send, dtype=plan.dtype, device=comm.device)
                         recv = torch.zeros(lay.recv, dtype=plan.dtype, device=comm.device)
-                        comm.prepare(name, send, recv, **args)()
+                        comm.prepare(coll.method, send, recv, **args)()
                         comm.wait(Deadline(o.job.timeout), name)
                         calls.append({"algo": algo, "collective": name, "nccl_name": coll.nccl_name, "size": lay.bytes})
         if job.rank == 0:
@@ -402,29 +424,37 @@ def worker(o: BenchOptions, confirmed_path: str | None):
             job.say(f"# skipped {name} with --algo {algo}: NCCL has no {algo} algorithm for it")
         rows, error, counter, memory, launch_path = [], None, 0, {}, None
         progress = sys.stderr.isatty()
+        group = GroupJob(job, o.split)  # the whole job when there is no split
+        unfit = {c: collectives.get(c).unfit(group.nranks) for c in o.collectives}
+        for name, why in unfit.items():
+            if why:
+                job.say(f"# skipped {name}: {why}")
         try:
             for init in o.job.init:
                 for algo in o.algos:
-                    todo = [c for a, c in o.pairs() if a == algo]
+                    todo = [c for a, c in o.pairs() if a == algo and not unfit[c]]
                     if not todo:
                         continue
                     counter += 1
-                    with communicator(o.job.backend, _plan(job, o, init, algo, counter),
+                    with communicator(o.job.backend, _plan(group, o, init, algo, counter),
                                       Deadline(o.job.timeout)) as comm:
                         launch_path = comm.launch_path()
                         for name in todo:
                             coll = collectives.get(name)
                             got = []
-                            for combo in o.combos(coll, job.nranks):
+                            for combo in o.combos(coll, group.nranks):
                                 plan = o.sweep_plan(o.job.timeout, *combo)
                                 tag = "/".join(map(str, (init, algo, *combo)))
-                                got += Sweep(job, comm, coll, plan, tag, progress).rows()
+                                got += Sweep(group, comm, coll, plan, tag, progress and job.rank == 0).rows()
                             for r in got:
-                                r.update(algo=algo, init=init, backend=o.job.backend, nranks=job.nranks,
+                                r.update(algo=algo, init=init, backend=o.job.backend, nranks=group.nranks,
+                                         **group.row_fields,
                                          algo_confirmed=algo_verdict(algo, coll, reported.get(f"{algo}/{name}/{r['size']}")))
                             rows.extend(got)
                             if job.rank == 0:
-                                title = f"{name}  algo {algo}  init {init}  {o.job.backend} x{job.nranks}"
+                                title = f"{name}  algo {algo}  init {init}  {o.job.backend} x{group.nranks}"
+                                if o.split is not None:
+                                    title += f"  split {o.split}: group {group.group} of {group.ngroups}"
                                 for cycle in range(o.cycles):
                                     of = f"  cycle {cycle + 1}/{o.cycles}" if o.cycles > 1 else ""
                                     print(table([r for r in got if r["cycle"] == cycle], title + of), flush=True)
@@ -434,6 +464,7 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                 memory = job.store.all_gather_obj("bench/memory", memory, timeout=60)
         except (CommError, BarrierTimeout) as e:
             error = e
+        rows = group.collect(rows)
         if job.rank != 0:
             if error is not None:
                 raise error
@@ -570,10 +601,10 @@ def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, lau
         "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
         "warmup_iters": o.warmup, "check": o.check, "op": o.op,
         "datatype": "all" if o.dtype == "all" else TYPE_NAMES[o.torch_dtype_name], "root": o.root,
-        "cudagraph": o.graph, "average": o.aggregate, "blocking": o.blocking, "run_cycles": o.cycles,
-        "agg_iters": o.agg_iters, "per_iter_timing": o.per_iter, "per_iter_skip": o.per_iter_skip,
-        "unalign_elements": o.unalign, "parallel_init": o.parallel_init, "timeout_s": o.job.timeout,
-        "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)", "timing": timing,
+        "cudagraph": o.graph, "split": o.split, "average": o.aggregate, "blocking": o.blocking,
+        "run_cycles": o.cycles, "agg_iters": o.agg_iters, "per_iter_timing": o.per_iter,
+        "per_iter_skip": o.per_iter_skip, "unalign_elements": o.unalign, "parallel_init": o.parallel_init,
+        "timeout_s": o.job.timeout, "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)", "timing": timing,
         "report_cputime": o.report_cputime, "local_register": o.local_register,
         "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
         "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],

@@ -115,26 +115,43 @@ class JobStore:
         key = f"host/{rank}"
         return self.raw.get(key).decode() if self.raw.check([key]) else ""
 
-    def barrier(self, name: str, timeout: float | None = None) -> None:
-        """All ranks arrive at `name` (unique per round) or BarrierTimeout names who did not."""
+    def barrier(self, name: str, timeout: float | None = None, ranks: list[int] | None = None) -> None:
+        """All ranks (or those of `ranks`) arrive at `name` (unique per round) or BarrierTimeout names
+        who did not."""
         timeout = self.timeout if timeout is None else timeout
-        n, me = self.ident.world_size, self.ident.rank
-        self.raw.set(f"bar/{name}/{me}", b"1")
-        if self.raw.add(f"bar/{name}/count", 1) == n:
+        ranks = range(self.ident.world_size) if ranks is None else ranks
+        self.raw.set(f"bar/{name}/{self.ident.rank}", b"1")
+        if self.raw.add(f"bar/{name}/count", 1) == len(ranks):
             self.raw.set(f"bar/{name}/done", b"1")
         try:
             self.raw.wait([f"bar/{name}/done"], _td(timeout))
         except Exception:
-            missing = [r for r in range(n) if not self.raw.check([f"bar/{name}/{r}"])]
+            missing = [r for r in ranks if not self.raw.check([f"bar/{name}/{r}"])]
             raise BarrierTimeout(name, [(r, self.host_of(r)) for r in missing], timeout) from None
 
-    def all_gather_obj(self, name: str, obj, timeout: float | None = None) -> list:
-        """Every rank's JSON-serialisable `obj`, in rank order; BarrierTimeout names the missing."""
+    def all_gather_obj(self, name: str, obj, timeout: float | None = None, ranks: list[int] | None = None) -> list:
+        """Every rank's (or those of `ranks`') JSON-serialisable `obj`, in rank order; BarrierTimeout
+        names the missing."""
         self.raw.set(f"ag/{name}/{self.ident.rank}", json.dumps(obj))
-        self.barrier(f"ag/{name}", timeout)
-        keys = [f"ag/{name}/{r}" for r in range(self.ident.world_size)]
+        self.barrier(f"ag/{name}", timeout, ranks)
+        keys = [f"ag/{name}/{r}" for r in (range(self.ident.world_size) if ranks is None else ranks)]
         return [json.loads(v) for v in self.raw.multi_get(keys)]
+
+    def group(self, name: str, ranks: list[int]) -> "GroupStore":
+        """Gathers among `ranks` only, under keys of their own (a split group)."""
+        return GroupStore(self, name, ranks)
 
     def close(self) -> None:
         self.raw = None
         self.server = None  # dropping the server closes its socket
+
+
+class GroupStore:
+    """The job store as one group of ranks sees it: gathers among the group, in group rank order."""
+
+    def __init__(self, store: JobStore, name: str, ranks: list[int]):
+        self.store, self.name, self.ranks = store, name, list(ranks)
+        self.raw = store.raw
+
+    def all_gather_obj(self, name: str, obj, timeout: float | None = None) -> list:
+        return self.store.all_gather_obj(f"{self.name}/{name}", obj, timeout, self.ranks)

@@ -125,7 +125,9 @@ class Sweep:
         elt = torch.empty((), dtype=plan.dtype).element_size()
         layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
         self.layouts = [lay for lay in layouts if lay.send and lay.recv]  # nothing to move: no row
-        self.args = coll.call_args(plan.op, plan.root, job.rank, job.nranks)
+
+    def _args(self, lay: Layout) -> dict:
+        return self.coll.call_args(self.plan.op, self.plan.root, self.job.rank, self.job.nranks, lay)
 
     def _wait(self):
         self.comm.wait(Deadline(self.plan.timeout), self.coll.name)
@@ -137,7 +139,8 @@ class Sweep:
         span, skew = max(lay.send, lay.recv), self.plan.unalign
         steps = min((send_buf.numel() - skew) // span, max(self.plan.timing.ops, self.plan.timing.warmup, 1))
         views = [_views(send_buf, recv_buf, lay, in_place, k * span + skew) for k in range(steps)]
-        return lambda stream: self.comm.launch_loop(self.coll.name, views, stream=stream, **self.args)
+        args = self._args(lay)
+        return lambda stream: self.comm.launch_loop(self.coll.method, views, stream=stream, **args)
 
     def _warm_up(self, send_buf, recv_buf) -> None:
         """nccl-tests' warm-up: -w launches at the largest size, then -w at the smallest."""
@@ -154,7 +157,7 @@ class Sweep:
         for _ in range(self.plan.check):
             recv.zero_()  # inputs are >= 1: a result never written shows up as wrong
             fill(send, self.job.rank, self.plan.op, self.job.nranks)
-            self.comm.prepare(self.coll.name, send, recv, stream=self.stream, **self.args)()
+            self.comm.prepare(self.coll.method, send, recv, stream=self.stream, **self._args(lay))()
             self._wait()
             wrong += count_wrong(recv, segments, self.plan.op, self.job.nranks)
         return wrong
@@ -223,7 +226,7 @@ class Sweep:
             host_us[place] = aggregate([r["host"][k] for r in per_rank], p.aggregate) * 1e6
             wrongs = [r["wrong"][k] for r in per_rank]
             wrong = None if wrongs[0] is None else sum(wrongs)
-            algbw = lay.bytes / t / 1e9 if t > 0 else 0.0
+            algbw = lay.alg_bytes / t / 1e9 if t > 0 else 0.0
             shown = ("cpu_time", host_us[place]) if p.report_cputime else ("time", t * 1e6)
             row[place] = {shown[0]: shown[1], "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
                           "nwrong": wrong}

@@ -32,11 +32,17 @@ CASES = [
     GpuCase("torch-stock-stale-then-recover", 2, 200,
             ["tests/jobs/churn.py", "{tmp}/torch.jsonl", "--backend", "torch", "--modes", "stock,stock,scoped",
              "--delay", "1:1:3", "--timeout", "12"], expect="stale-round-1-then-ok"),
-    # every collective, Ring and Tree, each element checked; the algorithm confirmed by NCCL
+    # every collective (gather, scatter, alltoallv and hypercube too), Ring and Tree, each element
+    # checked; the algorithm confirmed by NCCL
     GpuCase("bench-nccl-every-collective", 2, 240,
             ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all", "--algo", "ring,tree",
              "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "-c", "1", "--json", "{tmp}/bench.json"],
             expect="bench-exact"),
+    # --split: one communicator per group (here 2 groups of 1 rank), all groups sweeping at once
+    GpuCase("bench-nccl-split", 2, 180,
+            ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce,gather,alltoallv,hypercube",
+             "--split", "MOD 2", "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "-c", "1",
+             "--no-algo-confirm", "--json", "{tmp}/bench.json"], expect="bench-exact"),
     GpuCase("bench-nccl-cuda-graph", 2, 120,
             ["-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce,all_gather", "-G", "3",
              "-b", "8", "-e", "1M", "-f", "32", "-n", "5", "-w", "2", "-c", "1", "--no-algo-confirm",

@@ -23,7 +23,9 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = benchfile.rows(doc)
     names = {r["collective"] for r in rows}
-    assert names == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"}
+    assert names == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv",
+                     "gather", "scatter", "alltoallv"}
+    assert "# skipped hypercube: hypercube needs a power-of-two number of ranks, not 3" in proc.stdout
     assert {r["init"] for r in rows} == {"regular", "scoped"}
     for r in rows:
         assert set(r) >= {"size", "count", "type", "redop", "root", "out_of_place", "in_place",
@@ -32,7 +34,8 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
             assert set(r[place]) == {"time", "alg_bw", "bus_bw", "nwrong"}
             assert r[place]["nwrong"] == 0
             assert r[place]["alg_bw"] == pytest.approx(r["size"] / (r[place]["time"] * 1e-6) / 1e9)
-        factor = {"all_reduce": 4 / 3, "all_gather": 2 / 3, "reduce_scatter": 2 / 3, "alltoall": 2 / 3}.get(
+        factor = {"all_reduce": 4 / 3, "all_gather": 2 / 3, "reduce_scatter": 2 / 3, "alltoall": 2 / 3,
+                  "gather": 2 / 3, "scatter": 2 / 3, "alltoallv": 2 / 3}.get(
             r["collective"], 1.0)
         assert r["out_of_place"]["bus_bw"] == pytest.approx(r["out_of_place"]["alg_bw"] * factor)
     ag = [r for r in rows if r["collective"] == "all_gather" and r["init"] == "regular"]
@@ -77,7 +80,11 @@ def test_report_cputime_shows_host_time_per_launch(tmp_path):
 @pytest.mark.parametrize("args,needle", [
     (["-b", "1M", "-e", "1K"], "larger than -e"),
     (["-f", "1"], "stepfactor must be > 1"),
-    (["--collective", "nocoll"], "unknown collective"),
+    (["--collective", "gatherv"], "unknown collective"),
+    (["--collective", "hypercube", "--nranks", "3"], "hypercube needs a power-of-two number of ranks, not 3"),
+    (["--split", "XOR 1"], "--split: 'XOR 1' is not a split expression"),
+    (["--split", "%0"], "divides by zero"),
+    (["--nranks", "4", "--split", "DIV 2", "-r", "2"], "not a rank of the smallest split group (2 ranks)"),
     (["-G", "5"], "-G/--cudagraph needs --backend nccl"),
     (["-R", "1"], "-R/--local_register 1 needs --backend nccl"),
 ])
@@ -140,6 +147,49 @@ def test_median_over_cycles_per_point():
     assert one["cycles"] == 3 and "cycle" not in one
     assert one["out_of_place"] == {"time": 20.0, "alg_bw": 5.0, "bus_bw": 10.0, "nwrong": 3}
     assert readers.median_over_cycles([_row(0)]) == [_row(0)]  # one cycle: untouched
+
+
+def test_point_to_point_collectives_four_ranks_exact_in_and_out_of_place(tmp_path):
+    proc, doc = bench(tmp_path, "--nranks", "4", "--collective", "gather,scatter,alltoallv,hypercube", "-r", "3",
+                      "-b", "1K", "-e", "64K", "-f", "64")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = benchfile.rows(doc)
+    assert {r["collective"] for r in rows} == {"gather", "scatter", "alltoallv", "hypercube"} and len(rows) == 8
+    for r in rows:
+        assert r["out_of_place"]["nwrong"] == 0 and r["in_place"]["nwrong"] == 0  # the CPU checks in place too
+        assert r["root"] == (3 if r["collective"] in ("gather", "scatter") else -1)
+        t, place = r["out_of_place"]["time"] * 1e-6, r["out_of_place"]
+        moved = r["count"] * 3 * 4 if r["collective"] == "hypercube" else r["size"]  # hypercube: (n-1) chunks
+        assert place["alg_bw"] == pytest.approx(moved / t / 1e9)
+        assert place["bus_bw"] == pytest.approx(place["alg_bw"] * (1.0 if r["collective"] == "hypercube" else 0.75))
+    sizes = {r["collective"]: r["size"] for r in rows if r["size"] > 60000}
+    assert sizes == {"gather": 65536, "scatter": 65536, "hypercube": 65536, "alltoallv": 65520}
+
+
+def test_split_two_groups_of_two(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_TESTS_SPLIT_MASK", "0x1")  # nccl-tests' variable: color = rank & 1
+    proc, doc = bench(tmp_path, "--nranks", "4", "--collective", "all_reduce,hypercube", "-b", "4K", "-e", "4K")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = benchfile.rows(doc)
+    assert sorted((r["collective"], r["group"], r["color"], r["nranks"]) for r in rows) == [
+        ("all_reduce", 0, 0, 2), ("all_reduce", 1, 1, 2), ("hypercube", 0, 0, 2), ("hypercube", 1, 1, 2)]
+    assert all(r[p]["nwrong"] == 0 for r in rows for p in ("out_of_place", "in_place"))
+    for r in rows:  # busbw for the group's 2 ranks: all_reduce's 2 (n-1) / n is 1, not 1.5 as for 4
+        assert r["out_of_place"]["bus_bw"] == pytest.approx(r["out_of_place"]["alg_bw"])
+    assert doc["meta"]["bench"]["split"] == "AND 0x1" and "split AND 0x1: group 0 of 2" in proc.stdout
+
+
+def test_split_colors():
+    from nccl_bench import split
+    assert split.groups("MOD 2", 4) == {0: [0, 2], 1: [1, 3]}
+    assert split.groups("/2", 4) == {0: [0, 1], 1: [2, 3]}
+    assert split.groups("&0b10", 4) == {0: [0, 1], 2: [2, 3]}
+    assert split.groups("or 1", 4) == {1: [0, 1], 3: [2, 3]}
+    assert split.groups(None, 3) == {0: [0, 1, 2]}
+    assert split.from_env({"NCCL_TESTS_SPLIT_MASK": "3", "NCCL_TESTS_SPLIT": "MOD 2"}) == "AND 0x3"
+    assert split.from_env({"NCCL_TESTS_SPLIT": "DIV 0x4"}) == "DIV 0x4" and split.from_env({}) is None
+    with pytest.raises(UsageError, match="NCCL_TESTS_SPLIT_MASK"):
+        split.from_env({"NCCL_TESTS_SPLIT_MASK": "0xg"})
 
 
 def test_views_move_with_the_iteration_as_in_nccl_tests():

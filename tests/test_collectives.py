@@ -12,6 +12,7 @@ FACTORS = [
     ("all_reduce", 2, 1.0), ("all_reduce", 4, 1.5), ("all_reduce", 8, 1.75),
     ("all_gather", 2, 0.5), ("all_gather", 8, 0.875), ("reduce_scatter", 4, 0.75),
     ("alltoall", 8, 0.875), ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 8, 1.0),
+    ("gather", 4, 0.75), ("scatter", 8, 0.875), ("alltoallv", 2, 0.5), ("hypercube", 8, 1.0),
 ]
 
 
@@ -31,6 +32,12 @@ LAYOUTS = [
     ("alltoall", 1000, 1, 3, (320, 960, 960, 960)),
     ("broadcast", 1000, 8, 3, (125, 125, 125, 1000)),
     ("sendrecv", 12, 4, 2, (3, 3, 3, 12)),
+    ("gather", 1000, 4, 3, (80, 80, 240, 960)),
+    ("scatter", 1000, 4, 3, (80, 240, 80, 960)),
+    ("hypercube", 1024, 4, 4, (64, 64, 256, 1024)),
+    # alltoallv: count is per peer; what a rank sends is nccl-tests' distance-weighted total
+    ("alltoallv", 1 << 20, 4, 4, (65536, 262140, 262140, 1048560)),
+    ("alltoallv", 1 << 20, 4, 2, (131072, 262144, 262144, 1 << 20)),
 ]
 
 
@@ -46,9 +53,72 @@ def test_in_place_offsets():
 
 
 def test_registry_and_unknown():
-    assert C.NAMES == ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
-    with pytest.raises(UsageError, match="unknown collective 'gather'"):
-        C.get("gather")
+    assert C.NAMES == ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv",
+                       "gather", "scatter", "alltoallv", "hypercube")
+    with pytest.raises(UsageError, match="unknown collective 'gatherv'"):
+        C.get("gatherv")
+
+
+def test_hypercube_algbw_counts_what_a_rank_receives():
+    lay = C.get("hypercube").layout(1024, 4, 4, 0)
+    assert lay.bytes == 1024 and lay.alg_bytes == 768  # nccl-tests: count * (n - 1) * size
+    assert C.get("all_gather").layout(1024, 4, 4, 0).alg_bytes == 1024
+    assert C.get("hypercube").unfit(6) and not C.get("hypercube").unfit(8) and not C.get("gather").unfit(3)
+
+
+def test_alltoallv_pattern_is_nccl_tests_default():
+    # spread 1.0: nothing to itself, traffic grows with the distance; 16-byte rounding per peer
+    total = 6 * 1000
+    assert [C.alltoallv_peer_bytes(0, j, 4, total) for j in range(4)] == [0, 992, 2000, 2992]
+    assert [C.alltoallv_peer_bytes(j, 0, 4, total) for j in range(4)] == [0, 2992, 2000, 992]
+
+
+def _run_rounds(name, n, nbytes, in_place, root=0, dtype=torch.float32):
+    """Every rank's result of the record's point-to-point rounds, moved by hand as a library would;
+    in place on the engine's views of one buffer."""
+    from nccl_bench.comm.base import split_round
+    from nccl_bench.sweep import _views
+    coll = C.get(name)
+    elt = torch.empty((), dtype=dtype).element_size()
+    lays = [coll.layout(nbytes, elt, n, r) for r in range(n)]
+    span = max(max(lay.send, lay.recv) for lay in lays)
+    bufs = [(torch.zeros(span, dtype=dtype), torch.zeros(span, dtype=dtype)) for _ in range(n)]
+    views = [_views(*bufs[r], lays[r], in_place) for r in range(n)]
+    for r, (send, recv) in enumerate(views):
+        recv.zero_()
+        C.fill(send, r, "sum", n)
+    rounds = [coll.call_args("sum", root, r, n, lays[r])["rounds"] for r in range(n)]
+    for k in range(len(rounds[0])):
+        sent = {}
+        for r, (send, recv) in enumerate(views):
+            copies, remote = split_round(rounds[r][k], r, send, recv)
+            for src, dst in copies:
+                dst.copy_(src)
+            for m in (m for m in remote if m.op == "send"):
+                sent.setdefault((r, m.peer), []).append((send if m.buf == "send" else recv)[m.at:m.at + m.length].clone())
+        for r, (send, recv) in enumerate(views):
+            for m in (m for m in rounds[r][k] if m.op == "recv" and m.peer != r):
+                recv[m.at:m.at + m.length] = sent[(m.peer, r)].pop(0)
+        assert not any(sent.values()), "a send without its receive"
+    return coll, lays, [v[1] for v in views]
+
+
+P2P = [("gather", 1), ("gather", 3), ("scatter", 3), ("scatter", 4), ("alltoallv", 1), ("alltoallv", 3),
+       ("alltoallv", 4), ("hypercube", 1), ("hypercube", 2), ("hypercube", 8)]
+
+
+# in place alltoallv sends from the buffer it receives into: no defined result (nccl-tests skips it too)
+@pytest.mark.parametrize("name,n,in_place", [(c, n, False) for c, n in P2P]
+                         + [(c, n, True) for c, n in P2P if c != "alltoallv"])
+def test_point_to_point_rounds_give_the_expected_result(name, n, in_place):
+    root = n - 1
+    coll, lays, outs = _run_rounds(name, n, 4000, in_place, root)
+    for r in range(n):
+        segs = coll.segments(lays[r], r, n, root)
+        assert C.count_wrong(outs[r], segs, "sum", n) == 0, r
+        if segs:
+            outs[r][segs[-1].out + segs[-1].length - 1] += 1
+            assert C.count_wrong(outs[r], segs, "sum", n) == 1
 
 
 def test_sendrecv_ring_peers_and_roots():
@@ -138,3 +208,26 @@ def test_aggregate():
     assert aggregate([1.0, 3.0], "avg") == 2.0
     assert aggregate([2.0, 1.0], "rank0") == 2.0
     assert aggregate([2.0, 1.0], "min") == 1.0 and aggregate([2.0, 1.0], "max") == 2.0
+
+
+def test_nccl_calls_of_point_to_point_rounds():
+    """What the nccl backend (and its compiled loop) calls: a group per round; a copy to itself is a
+    send and receive to its own rank, left out in place; element offsets become byte addresses."""
+    from types import SimpleNamespace
+    from nccl_bench.comm.nccl import NcclCommunicator
+    from nccl_bench.sweep import _views
+    coll, n, r = C.get("hypercube"), 4, 1
+    lay = coll.layout(1024, 4, n, r)  # 64 floats per rank
+    buf_s, buf_r = torch.zeros(256), torch.zeros(256)
+    for in_place in (False, True):
+        send, recv = _views(buf_s, buf_r, lay, in_place)
+        sp, rp = send.data_ptr(), recv.data_ptr()
+        calls = NcclCommunicator._round_calls(SimpleNamespace(rank=r), coll.call_args("sum", 0, r, n, lay)["rounds"],
+                                              send, recv, sp, rp, 7, "comm", 0)
+        names = [c[0] for c in calls]
+        steps = ["group_start", "send", "recv", "group_end"]
+        assert names == steps * (2 if in_place else 3)
+        if not in_place:  # own chunk into place: from the send view to slot 1 of the receive view
+            assert calls[1][1] == (sp, 64, 7, 1, "comm", 0) and calls[2][1] == (rp + 64 * 4, 64, 7, 1, "comm", 0)
+        last = calls[-3:-1]  # step 2: swap two chunks with rank 1 ^ 2 = 3, forwarding from the receive view
+        assert last == [("send", (rp, 128, 7, 3, "comm", 0)), ("recv", (rp + 128 * 4, 128, 7, 3, "comm", 0))]

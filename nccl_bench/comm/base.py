@@ -24,7 +24,7 @@ from nccl_bench.errors import UsageError
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
 _PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),
-                 "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm")}
+                 "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm"), "exchange": ("rounds",)}
 
 
 @dataclass
@@ -107,6 +107,11 @@ class Communicator(ABC):
     def sendrecv(self, send: torch.Tensor, recv: torch.Tensor, to: int, frm: int) -> None: ...
 
     @abstractmethod
+    def exchange(self, send: torch.Tensor, recv: torch.Tensor, rounds: tuple) -> None:
+        """Point-to-point rounds (collectives.Move tuples), each one group, in order: what nccl-tests
+        runs for gather, scatter, alltoallv and hypercube."""
+
+    @abstractmethod
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         """Block until enqueued work finished, or raise CommError / DeadlineExceeded."""
 
@@ -118,14 +123,14 @@ class Communicator(ABC):
 
     def prepare(self, collective: str, send: torch.Tensor, recv: torch.Tensor, op: str | None = None,
                 root: int | None = None, to: int | None = None, frm: int | None = None,
-                stream=None) -> Callable[[], None]:
+                stream=None, rounds: tuple | None = None) -> Callable[[], None]:
         """A zero-argument launcher of one collective on fixed buffers, for timing loops.
 
         This default calls the method above each time (the stream is the caller's current
         one); a backend may resolve pointers, counts and the stream once instead.
         """
         method = getattr(self, collective)
-        extra = {"op": op, "root": root, "to": to, "frm": frm}
+        extra = {"op": op, "root": root, "to": to, "frm": frm, "rounds": rounds}
         kw = {k: v for k, v in extra.items() if k in _PREPARE_ARGS[collective]}
         return lambda: method(send, recv, **kw)
 
@@ -152,6 +157,48 @@ class Communicator(ABC):
 
     def _err(self, cls, op: str, lib_error: str, detail: str = ""):
         return cls(op, lib_error, detail, rank=self.rank, host=self.host)
+
+
+def own_copies(moves, rank: int, send: torch.Tensor, recv: torch.Tensor) -> list[tuple]:
+    """The round's sends to and receives from `rank` itself, paired in order: a local copy each, as
+    (send move, receive move, source view, destination view)."""
+    sends = [m for m in moves if m.op == "send" and m.peer == rank]
+    recvs = [m for m in moves if m.op == "recv" and m.peer == rank]
+    return [(s, r, (send if s.buf == "send" else recv)[s.at:s.at + s.length], recv[r.at:r.at + r.length])
+            for s, r in zip(sends, recvs)]
+
+
+def without_in_place_copies(moves, rank: int, send: torch.Tensor, recv: torch.Tensor) -> list:
+    """The round less its copies onto themselves (in place), for a library that copies to its own rank."""
+    same = {id(m) for s, r, src, dst in own_copies(moves, rank, send, recv) if src.data_ptr() == dst.data_ptr()
+            for m in (s, r)}
+    return [m for m in moves if id(m) not in same]
+
+
+def split_round(moves, rank: int, send: torch.Tensor, recv: torch.Tensor):
+    """(local copies as (source, destination) views, remote moves) of one round; a copy onto itself
+    (in place) is dropped."""
+    copies = [(src, dst) for _, _, src, dst in own_copies(moves, rank, send, recv) if src.data_ptr() != dst.data_ptr()]
+    return copies, [m for m in moves if m.peer != rank]
+
+
+def round_views(send: torch.Tensor, recv: torch.Tensor, rounds: tuple, rank: int):
+    """For backends that move host-visible views: per round (local copies, [(op, peer, view)], last
+    round?). In place the send view is copied first, so that sends read what the buffer held before
+    anything arrived."""
+    if overlaps(send, recv):
+        send = send.clone()
+    for k, moves in enumerate(rounds):
+        copies, remote = split_round(moves, rank, send, recv)
+        views = [(m.op, m.peer, (send if m.op == "send" and m.buf == "send" else recv)[m.at:m.at + m.length])
+                 for m in remote]
+        yield copies, views, k == len(rounds) - 1
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views share memory (in place)."""
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 
 
 def id_prefix(ids: list[bytes]) -> str:

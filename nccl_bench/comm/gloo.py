@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from nccl_bench.bootstrap import exchange_ids
-from nccl_bench.comm.base import Communicator, InitPlan, id_prefix
+from nccl_bench.comm.base import Communicator, InitPlan, id_prefix, round_views
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded
 
@@ -126,6 +126,17 @@ class GlooCommunicator(Communicator):
         # tag 0 both ways; gloo pairs by (peer, tag) so a ring cannot deadlock
         self._work.append(self.pg.send([src], to, 0))
         self._work.append(self.pg.recv([recv], frm, 0))
+
+    def exchange(self, send, recv, rounds):
+        for copies, moves, last in round_views(send, recv, rounds, self.rank):
+            for src, dst in copies:
+                dst.copy_(src)
+            work = [(self.pg.send if op == "send" else self.pg.recv)([view], peer, 0) for op, peer, view in moves]
+            if last:
+                self._work.extend(work)
+            else:  # the next round may forward what this one receives
+                for w in work:
+                    w.wait()
 
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         work, self._work = self._work, []

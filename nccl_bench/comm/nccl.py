@@ -16,7 +16,7 @@ import time
 import torch
 
 from nccl_bench.bootstrap import exchange_ids
-from nccl_bench.comm.base import Communicator, InitPlan
+from nccl_bench.comm.base import Communicator, InitPlan, without_in_place_copies
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded, UsageError
 
@@ -210,13 +210,24 @@ class NcclCommunicator(Communicator):
                 self.comm.recv(recv, frm, stream=s)
         self._call("sendrecv", pair)
 
+    def exchange(self, send, recv, rounds):
+        nb, st = self.nb, torch.cuda.current_stream(self.device)
+        for name, args in self._calls("exchange", send, recv, self.comm._comm, stream=st, rounds=rounds):
+            try:
+                getattr(nb, name)(*args)
+            except nb.NCCLError as e:
+                raise self._err(CommError, "exchange", error_name(nb, e), self._last_error()) from None
+            if name == "group_end" and not self.blocking:  # a nonblocking group may end "in progress"
+                self._settle("exchange", self._op_deadline)
+
     def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
         """ncclMemAlloc'd memory, as nccl-tests (>= 2.19) allocates its buffers: cuMem-backed, so NCCL
         can register it, e.g. for collectives captured in CUDA graphs. Freed with the tensor."""
         from nccl.core.interop.torch import empty
         return empty(numel, dtype=dtype, device=self.device).zero_()
 
-    def _calls(self, collective, send, recv, comm, op=None, root=None, to=None, frm=None, stream=None):
+    def _calls(self, collective, send, recv, comm, op=None, root=None, to=None, frm=None, stream=None,
+               rounds=None):
         """One launch as NCCL calls: [(nccl4py binding name, args)], resolved once (pointers,
         counts, dtype, op, stream); `comm` is the binding's Comm, or its address for C."""
         from nccl.core.buffer import NcclBuffer
@@ -224,6 +235,8 @@ class NcclCommunicator(Communicator):
         s, r = NcclBuffer(send), NcclBuffer(recv)
         sp, rp, dt, sc, rc = s.ptr, r.ptr, int(s.dtype), int(s.count), int(r.count)
         red = int(self._op(op)) if op is not None else 0
+        if collective == "exchange":
+            return self._round_calls(rounds, send, recv, sp, rp, dt, comm, st)
         return {
             "all_reduce": lambda: [("all_reduce", (sp, rp, sc, dt, red, comm, st))],
             "all_gather": lambda: [("all_gather", (sp, rp, sc, dt, comm, st))],
@@ -235,7 +248,21 @@ class NcclCommunicator(Communicator):
                                  ("recv", (rp, sc, dt, frm, comm, st)), ("group_end", ())],
         }[collective]()
 
-    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None):
+    def _round_calls(self, rounds, send, recv, sp, rp, dt, comm, st) -> list:
+        """Point-to-point rounds as NCCL calls: each round one group of ncclSend/ncclRecv. A copy to
+        itself stays a send and a receive to its own rank (NCCL copies locally; nccl-tests uses
+        cudaMemcpyAsync), left out in place where source and destination are one."""
+        esz, base, out = send.element_size(), {"send": sp, "recv": rp}, []
+        for moves in rounds:
+            moves = without_in_place_copies(moves, self.rank, send, recv)
+            if moves:
+                out += [("group_start", ())] + [
+                    ("send", (base[m.buf] + m.at * esz, m.length, dt, m.peer, comm, st)) if m.op == "send"
+                    else ("recv", (rp + m.at * esz, m.length, dt, m.peer, comm, st)) for m in moves] + [
+                    ("group_end", ())]
+        return out
+
+    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None):
         """Each launch is one raw binding call per NCCL call (no per-call argument resolution).
 
         Meant for a blocking communicator (InitPlan(blocking=True)): a nonblocking one needs a
@@ -243,7 +270,7 @@ class NcclCommunicator(Communicator):
         """
         nb = self.nb
         bound = [(getattr(nb, name), args) for name, args in
-                 self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream)]
+                 self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds)]
         if len(bound) == 1:
             (fn, args), = bound
 

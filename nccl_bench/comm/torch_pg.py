@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from nccl_bench.bootstrap import IdExchange, fingerprint
-from nccl_bench.comm.base import Communicator, InitPlan
+from nccl_bench.comm.base import Communicator, InitPlan, round_views
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded, EXIT_FAILED
 
@@ -224,6 +224,18 @@ class TorchCommunicator(Communicator):
         src = send.clone() if send.data_ptr() == recv.data_ptr() else send
         ops = [dist.P2POp(dist.isend, src, to), dist.P2POp(dist.irecv, recv, frm)]
         self._works.extend(dist.batch_isend_irecv(ops))
+
+    def exchange(self, send, recv, rounds):
+        for copies, moves, last in round_views(send, recv, rounds, self.rank):
+            for src, dst in copies:
+                dst.copy_(src)
+            ops = [dist.P2POp(dist.isend if op == "send" else dist.irecv, view, peer) for op, peer, view in moves]
+            works = dist.batch_isend_irecv(ops) if ops else []
+            if last:
+                self._works.extend(works)
+            else:  # the next round may forward what this one receives
+                for w in works:
+                    w.wait()
 
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         works, self._works = self._works, []

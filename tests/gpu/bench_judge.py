@@ -40,6 +40,8 @@ def nccl_tests(log: Path, layout: str) -> dict[tuple, dict]:
             section = tuple(words[:2]) if words[2] == layout else None
             continue
         tok = line.split()
+        if len(tok) == 12 and tok[0].isdigit():  # an empty redop column (hypercube_perf prints "")
+            tok.insert(3, "none")
         if section and len(tok) >= 13 and tok[0].isdigit():
             try:
                 vals = [float(tok[i]) for i in (5, 7, 9, 11)]
