@@ -279,9 +279,33 @@ class Run:
                                     opts.job.timeout, self.verify)
             if self.writer:
                 self.writer.note({"type": "baseline", **base})
-        self.rate, self.failed_here, self.shown, self.stop_now, cut = Rate(), 0, {}, False, None
+        self.rate, self.failed_here, self.shown, self.stop_now = Rate(), 0, {}, False
         k = opts.destroys_in_flight
         self.behind = Behind(job, k, opts.job.timeout, self.history) if k else None
+        try:
+            cut = self.rounds(todo)
+        except KeyboardInterrupt:  # Ctrl-C: journal the rounds behind (as far as their teardown is known)
+            self.drain(LEAVE_AFTER_LOSS_S)
+            raise
+        self.drain(self.gather_timeout if cut is None else LEAVE_AFTER_LOSS_S)
+        if job.rank != 0:
+            return EXIT_FAILED if self.failed_here else EXIT_OK
+        if cut is not None:
+            left = self.restarts_left()
+            self.writer.note({"type": "stopped", **cut, "restarts_left": left, "time": time.time()})
+            if left > 0:  # not the end: the restarted group resumes this journal
+                self.progress.clear()
+                print(f"stress: stopped after {cut['mode']} round {cut['after_round']} ({cut['reason']}); the "
+                      f"launcher restarts the worker group ({left} restarts left), which resumes the journal",
+                      flush=True)
+                self.writer.close()
+                return EXIT_FAILED
+        return self.finish(base, self.shown)
+
+    def rounds(self, todo: list[tuple[int, str, int]]) -> dict | None:
+        """The rounds in order; why the run was cut short, or None. Rows are kept as they complete."""
+        job, opts, k = self.job, self.opts, self.opts.destroys_in_flight
+        cut = None
         last = time.perf_counter()
         for seq, mode, r in todo:
             if self.behind:  # backpressure: round seq - k - 1's teardown ends before this round starts
@@ -303,20 +327,7 @@ class Run:
             if self.stop.requested:  # the launcher is ending the group: this round is journaled, stop
                 cut = {"reason": "SIGTERM (the launcher is stopping the job)", "mode": mode, "after_round": r}
                 break
-        self.drain(self.gather_timeout if cut is None else LEAVE_AFTER_LOSS_S)
-        if job.rank != 0:
-            return EXIT_FAILED if self.failed_here else EXIT_OK
-        if cut is not None:
-            left = self.restarts_left()
-            self.writer.note({"type": "stopped", **cut, "restarts_left": left, "time": time.time()})
-            if left > 0:  # not the end: the restarted group resumes this journal
-                self.progress.clear()
-                print(f"stress: stopped after {cut['mode']} round {cut['after_round']} ({cut['reason']}); the "
-                      f"launcher restarts the worker group ({left} restarts left), which resumes the journal",
-                      flush=True)
-                self.writer.close()
-                return EXIT_FAILED
-        return self.finish(base, self.shown)
+        return cut
 
     def keep(self, rows: list[dict]) -> None:
         """Rounds whose every part is known: rank 0 journals them; every rank counts failures."""
