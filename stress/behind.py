@@ -38,6 +38,7 @@ class Behind:
         self.reaper = Reaper(timeout + DESTROY_GRACE_S)
         self.rows: list[tuple[dict, list, dict]] = []  # (row, missing, judge context)
         self.mine: dict[int, dict | None] = {}  # seq -> this rank's outcome, once published
+        self.sent: set[int] = set()  # seqs whose outcome this rank has published
 
     def add(self, row: dict, missing: list, context: dict) -> None:
         self.rows.append((row, missing, context))
@@ -48,6 +49,7 @@ class Behind:
     def _publish(self, seq: int) -> None:
         out = self.reaper.outcome(seq)  # None: this rank had nothing to tear down (it never joined)
         self.mine[seq] = None if out is None else asdict(out)
+        self.sent.add(seq)
         try:
             self.job.store.raw.set(self._key(seq, self.job.rank), json.dumps(self.mine[seq]))
         except Exception:
@@ -55,8 +57,10 @@ class Behind:
 
     def publish(self, upto: int) -> None:
         """Publish every finished teardown, and wait (up to its deadline) for those of rounds <= upto."""
-        for seq in self.reaper.pending():
-            if seq <= upto or self.reaper.finished(seq):
+        for row, _, _ in self.rows:
+            seq = row["seq"]
+            if seq not in self.sent and (seq <= upto or seq not in self.reaper.pending()
+                                         or self.reaper.finished(seq)):
                 self._publish(seq)
 
     def collect(self, upto: int, wait_s: float = 0.0) -> list[dict]:
@@ -85,6 +89,7 @@ class Behind:
         except Exception:
             pass  # store gone: only this rank's own outcome is known
         mine = self.mine.pop(seq, None)
+        self.sent.discard(seq)
         if got[self.job.rank] is None and mine is not None:
             got[self.job.rank] = mine
         return got
@@ -112,7 +117,9 @@ class Behind:
             row.update(judge(row["mode"], row["round"], self.job.nranks, records, missing, self.history, context))
 
     def drain(self, wait_s: float) -> list[dict]:
-        """Every row left, completed: wait for this rank's teardowns, then for the others' outcomes."""
+        """Every row left, completed: wait for this rank's teardowns, then for the others' outcomes.
+        Teardowns of rounds that have no row here (a lost round's) are waited for too, before the exit."""
+        self.publish(float("inf"))
         for seq in self.reaper.pending():
-            self._publish(seq)
+            self.reaper.outcome(seq)
         return self.collect(float("inf"), wait_s)

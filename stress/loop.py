@@ -2,7 +2,8 @@
 
 Every rank runs the same rounds; rank 0 owns the journal, the progress line and the
 summary. After each round the ranks gather their records through the store, bounded so
-that a rank that never arrives is named instead of waited for.
+that a rank that never arrives is named instead of waited for. With destroys behind the
+rounds (stress.behind) a round is kept once its teardown on every rank is known.
 """
 from __future__ import annotations
 
