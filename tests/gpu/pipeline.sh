@@ -29,9 +29,10 @@ echo "GPUs: $NG"; nvidia-smi --query-gpu=index,name,memory.used --format=csv,noh
 
 for part in $parts; do case "$part" in
 rate)
-  step serial 240 $S --init scoped --skew-max 0 --rounds "${SERIAL_ROUNDS:-120}" --destroys-in-flight 0 \
+  sr=${SERIAL_ROUNDS:-120}; pr=${PIPE_ROUNDS:-500}
+  step serial $((60 + sr * 6 / 5)) $S --init scoped --skew-max 0 --rounds "$sr" --destroys-in-flight 0 \
     --journal "$OUT/serial.jsonl"
-  step pipelined 300 $S --init scoped --skew-max 0 --rounds "${PIPE_ROUNDS:-500}" --journal "$OUT/pipelined.jsonl"
+  step pipelined $((60 + pr * 2 / 5)) $S --init scoped --skew-max 0 --rounds "$pr" --journal "$OUT/pipelined.jsonl"
   step init 90 python3 -m nccl_bench init --backend $B --nranks "$NG" --init scoped --rounds 5 --warmup 1 \
     --timeout 10 --json "$OUT/init.json"
   ;;
