@@ -24,7 +24,7 @@ from nccl_bench.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import EXIT_FAILED, CommError, UsageError
-from nccl_bench.lifetime import communicator
+from nccl_bench.lifetime import communicator, destroy_note
 from nccl_bench.markers import span
 from nccl_bench.options import JobOptions, split_list
 
@@ -277,6 +277,10 @@ def worker(opts: InitBenchOptions):
                 path = results.write("init", rows, metadata(job, opts, complete), opts.json)
                 if complete:
                     print(table(rows), flush=True)
+                    note = destroy_note(opts.job.backend, [r["destroy_s"] for r in rows if not r["warmup"]
+                                                           and r["destroy_s"] is not None])
+                    if note:
+                        print(note, flush=True)
                 print(f"results: {path}" + ("" if complete else " (incomplete run)"), flush=True)
         if job.rank != 0:
             return 0

@@ -47,6 +47,9 @@ def parser() -> Parser:
     p.add_argument("--max-restarts", type=int, default=0, metavar="N",
                    help="self-launch: restart the worker group up to N times after a rank fails "
                         "(torchrun's --max-restarts); a restarted group resumes the journal")
+    p.add_argument("--destroys-in-flight", type=int, default=None, metavar="K",
+                   help="destroys (aborts) that may run behind the next rounds, each round's still journaled "
+                        "with its own (default 4; torch: 0); 0: serial, each round destroys before the next")
     p.add_argument("--print-schedule", action="store_true", help="print the skew schedule and exit")
     return p
 
@@ -61,7 +64,7 @@ def options(a) -> StressOptions:
                          journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
                                                if a.summary_json else None),
                          check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject],
-                         max_restarts=a.max_restarts)
+                         max_restarts=a.max_restarts, destroys_in_flight=a.destroys_in_flight)
 
 
 def check_journal(opts: StressOptions, nranks: int) -> str:

@@ -1,7 +1,9 @@
 """A crash-safe journal: one JSON line per round, flushed and fsynced before the next round.
 
-The first line is a header (schema, options, metadata). A kill -9 of the whole job loses
-at most the round in flight: a torn last line is ignored on reading. `--resume` continues
+The first line is a header (schema, options, metadata). A round is written once it is
+complete, its teardown included (stress.behind), so a kill -9 of the whole job loses at most
+the round in flight and the `--destroys-in-flight` rounds behind it; a torn last line is
+ignored on reading. `--resume` continues
 after the last complete round of a journal written with the same options; anything else
 (unreadable, foreign, other options) is bad input, and an existing journal is never
 truncated or rewritten, only appended to.

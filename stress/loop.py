@@ -2,7 +2,8 @@
 
 Every rank runs the same rounds; rank 0 owns the journal, the progress line and the
 summary. After each round the ranks gather their records through the store, bounded so
-that a rank that never arrives is named instead of waited for.
+that a rank that never arrives is named instead of waited for. With destroys behind the
+rounds (stress.behind) a round is kept once its teardown on every rank is known.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import torch.distributed as dist
 
 from nccl_bench import results, sysinfo
 from nccl_bench.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
+from nccl_bench.lifetime import destroy_note
 from stress import baseline, inject, journal, peers, schedule
+from stress.behind import Behind, worst
 from stress.diagnose import History, judge
 from stress.options import StressOptions
 from stress.round import RoundPlan, absent, run_round
@@ -126,6 +129,8 @@ class Run:
         self.resume = opts.resume or (self.restart > 0 and self.journal_path.exists())
         self.notes: list[dict] = []  # the journal's non-round lines, earlier runs included
         self.everyone = peers.Peers(peers.me(job), [])
+        self.behind: Behind | None = None  # --destroys-in-flight > 0: rounds waiting for their teardown
+        self.judged: tuple[list, dict] = ([], {})  # the last round's judge inputs (missing, context)
 
     # --- start: rank 0 opens the journal and tells the others what is left ------------------
     def open_journal(self) -> list[int]:
@@ -226,28 +231,29 @@ class Run:
             if lost is None:
                 raise
             return self.lost_row(seq, mode, r, skews, None, lost)
+        if self.behind:  # every rank published round seq - k - 1's teardown before this barrier
+            self.keep(self.behind.collect(seq - opts.destroys_in_flight - 1))
         if "store-loss" in faults:  # rank 0 hosts the store: dropping its server takes it away
             job.store.server = None
         rec = absent(job, plan) if "missing-rank" in faults else run_round(
-            job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify)
+            job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify,
+            self.behind.reaper if self.behind else None)
         try:
             records, missing, dead = gather(job, seq, rec, self.gather_timeout, self.everyone, self.stop,
                                             opts.job.timeout + 2.0)
             last = {m: self.last_phase(seq, m) for m, _ in missing}
         except StoreLost as lost:
             return self.lost_row(seq, mode, r, skews, rec, lost)
-        row = judge(mode, r, self.n, records, missing, self.history,
-                    {"timeout": opts.job.timeout, "dead": dead, "last_phase": last})
+        context = {"timeout": opts.job.timeout, "dead": dead, "last_phase": last}
+        row = judge(mode, r, self.n, records, missing, self.history, context)
+        self.judged = (missing, context)  # to judge again if a teardown behind this round fails
         row["injected"] = inject.in_round(opts.inject, r)
         if dead:  # a rank died: the job cannot go on without the launcher restarting it
             row["lost"] = True
-
-        def worst(key):
-            vals = [x[key] for x in records if x and x.get(key) is not None]
-            return max(vals) * 1e3 if vals and len(vals) == self.n else None
         return {"seq": seq, "mode": mode, "round": r, **row, "skew_ms": [round(s * 1e3, 3) for s in skews],
-                "init_ms": worst("init_s"), "exchange_ms": worst("exchange_s"), "verify_ms": worst("verify_s"),
-                "destroy_ms": worst("teardown_s"), "ranks": records}
+                "init_ms": worst(records, "init_s", self.n), "exchange_ms": worst(records, "exchange_s", self.n),
+                "verify_ms": worst(records, "verify_s", self.n), "destroy_ms": worst(records, "teardown_s", self.n),
+                "ranks": records}
 
     def last_phase(self, seq: int, rank: int) -> str | None:
         """The last phase a rank that never reported had announced in the store."""
@@ -274,34 +280,17 @@ class Run:
                                     opts.job.timeout, self.verify)
             if self.writer:
                 self.writer.note({"type": "baseline", **base})
-        rate, failed_here, shown, cut = Rate(), 0, {}, None
-        last = time.perf_counter()
-        for seq, mode, r in todo:
-            row = self.one(seq, mode, r)
-            now = time.perf_counter()
-            row["seconds"], last = now - last, now
-            failed = row["verdict"] != "ok"
-            failed_here += failed
-            if job.rank == 0:
-                self.writer.round(row)
-                self.rows.append(row)
-                self.progress.update(mode, r + 1, opts.rounds, failed_here, rate.tick())
-                if failed:
-                    shown[mode] = shown.get(mode, 0) + 1
-                    if shown[mode] <= SHOWN_FAILURES:
-                        self.progress.clear()
-                        print(failure_line(row), flush=True)
-            if row.get("lost"):
-                job.leave_timeout = LEAVE_AFTER_LOSS_S  # a rank or the store is gone: do not wait for it
-                cut = {"reason": "a rank or the job store was lost", "mode": mode, "after_round": r}
-                break
-            if failed and opts.on_failure == "stop":
-                break
-            if self.stop.requested:  # the launcher is ending the group: this round is journaled, stop
-                cut = {"reason": "SIGTERM (the launcher is stopping the job)", "mode": mode, "after_round": r}
-                break
+        self.rate, self.failed_here, self.shown, self.stop_now = Rate(), 0, {}, False
+        k = opts.destroys_in_flight
+        self.behind = Behind(job, k, opts.job.timeout, self.history) if k else None
+        try:
+            cut = self.rounds(todo)
+        except KeyboardInterrupt:  # Ctrl-C: journal the rounds behind (as far as their teardown is known)
+            self.drain(LEAVE_AFTER_LOSS_S)
+            raise
+        self.drain(self.gather_timeout if cut is None else LEAVE_AFTER_LOSS_S)
         if job.rank != 0:
-            return EXIT_FAILED if failed_here else EXIT_OK
+            return EXIT_FAILED if self.failed_here else EXIT_OK
         if cut is not None:
             left = self.restarts_left()
             self.writer.note({"type": "stopped", **cut, "restarts_left": left, "time": time.time()})
@@ -312,7 +301,62 @@ class Run:
                       flush=True)
                 self.writer.close()
                 return EXIT_FAILED
-        return self.finish(base, shown)
+        return self.finish(base, self.shown)
+
+    def rounds(self, todo: list[tuple[int, str, int]]) -> dict | None:
+        """The rounds in order; why the run was cut short, or None. Rows are kept as they complete."""
+        job, opts, k = self.job, self.opts, self.opts.destroys_in_flight
+        cut = None
+        last = time.perf_counter()
+        for seq, mode, r in todo:
+            if self.behind:  # backpressure: round seq - k - 1's teardown ends before this round starts
+                self.behind.publish(seq - k - 1)
+            row = self.one(seq, mode, r)
+            now = time.perf_counter()
+            row["seconds"], last = now - last, now
+            if self.behind and not row.get("lost"):
+                self.behind.add(row, *self.judged)
+            else:
+                self.drain(LEAVE_AFTER_LOSS_S if row.get("lost") else self.gather_timeout)
+                self.keep([row])
+            if row.get("lost"):
+                job.leave_timeout = LEAVE_AFTER_LOSS_S  # a rank or the store is gone: do not wait for it
+                cut = {"reason": "a rank or the job store was lost", "mode": mode, "after_round": r}
+                break
+            if (row["verdict"] != "ok" or self.stop_now) and opts.on_failure == "stop":
+                break
+            if self.stop.requested:  # the launcher is ending the group: this round is journaled, stop
+                cut = {"reason": "SIGTERM (the launcher is stopping the job)", "mode": mode, "after_round": r}
+                break
+        return cut
+
+    def keep(self, rows: list[dict]) -> None:
+        """Rounds whose every part is known: rank 0 journals them; every rank counts failures."""
+        for row in rows:
+            failed = row["verdict"] != "ok"
+            self.failed_here += failed
+            self.stop_now |= failed
+            if self.job.rank != 0:
+                continue
+            mode = row["mode"]
+            self.writer.round(row)
+            self.rows.append(row)
+            self.progress.update(mode, row["round"] + 1, self.opts.rounds, self.failed_here, self.rate.tick())
+            if failed:
+                self.shown[mode] = self.shown.get(mode, 0) + 1
+                if self.shown[mode] <= SHOWN_FAILURES:
+                    self.progress.clear()
+                    print(failure_line(row), flush=True)
+
+    def drain(self, wait_s: float) -> None:
+        """Every round still behind its teardown, completed and kept; the wait counts in the last one's time."""
+        if not self.behind:
+            return
+        t0 = time.perf_counter()
+        rows = self.behind.drain(wait_s)
+        if rows:
+            rows[-1]["seconds"] += time.perf_counter() - t0
+        self.keep(rows)
 
     def restarts_left(self) -> int:
         """How many more times the launcher (torchrun, our self-launch) will restart the group."""
@@ -329,7 +373,9 @@ class Run:
         print(f"stress: {j.backend} x{self.n}, init {','.join(j.init)}, {o.rounds} rounds per mode, "
               f"skew-max {o.skew_max:g} s (seed {o.seed}), deadline {j.timeout:g} s, "
               f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}"
-              + (", check-ids" if o.check_ids else ""), flush=True)
+              + (", check-ids" if o.check_ids else "")
+              + (f", up to {o.destroys_in_flight} destroys behind each round" if o.destroys_in_flight
+                 else ", serial destroy"), flush=True)
         again = f"restart {self.restart}: " if self.restart else ""
         print(f"journal: {self.journal_path}" + (f" ({again}resuming: {done} rounds done, {todo} to go)"
                                                   if self.resume else ""), flush=True)
@@ -348,6 +394,11 @@ class Run:
         print(render(table), flush=True)
         if base:
             print(baseline_line(base, table), flush=True)
+        note = destroy_note(self.opts.job.backend, [x["teardown_s"] for row in self.rows for x in row["ranks"]
+                                                    if x and x["verdict"] == "ok" and x.get("teardown_s")])
+        if note:
+            print(note + (f"; here up to {self.opts.destroys_in_flight} ran behind the next rounds"
+                          if self.opts.destroys_in_flight else ""), flush=True)
         restarts = [n for n in self.notes if n.get("type") == "resume" and n.get("restart")]
         if restarts:
             print(restart_line(restarts, self.rows), flush=True)

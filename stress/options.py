@@ -14,6 +14,9 @@ RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed"
                "collective", "bytes", "check_ids", "inject")
 
 
+DESTROYS_IN_FLIGHT = 4  # ~0.5 s NCCL destroys behind ~0.15 s rounds: 4 keep a round from waiting on one
+
+
 def default_timeout(backend: str) -> float:
     """A few times a healthy round: ~0.7 s on 2 x H200 with nccl (most of it destroy)."""
     return 2.0 if backend == "gloo" else 3.0
@@ -37,6 +40,9 @@ class StressOptions:
     baseline: int = 0  # bare init+destroy cycles measured before the rounds (0: none)
     inject: list[Injection] = field(default_factory=list)  # resolved by stress.inject.resolve
     max_restarts: int = 0  # self-launch: worker-group restarts (torchrun's --max-restarts)
+    # teardowns that may still run behind a round (0: each round destroys before the next starts);
+    # None: DESTROYS_IN_FLIGHT, or 0 on torch
+    destroys_in_flight: int | None = None
 
     def __post_init__(self):
         if self.rounds < 1:
@@ -58,6 +64,15 @@ class StressOptions:
             raise UsageError(f"--max-restarts must be >= 0, got {self.max_restarts}")
         if self.baseline < 0:
             raise UsageError(f"--baseline must be >= 0 cycles, got {self.baseline}")
+        if self.destroys_in_flight is None:
+            self.destroys_in_flight = 0 if self.job.backend == "torch" else DESTROYS_IN_FLIGHT
+        if self.destroys_in_flight < 0:
+            raise UsageError(f"--destroys-in-flight must be >= 0, got {self.destroys_in_flight}")
+        if self.destroys_in_flight and self.job.backend == "torch":
+            # destroy_process_group() tears down the default group, which the next
+            # init_process_group() replaces: the two cannot overlap
+            raise UsageError("--destroys-in-flight needs 0 on the torch backend: PyTorch destroys its default "
+                             "process group, which the next round's init_process_group replaces")
 
     def identity(self, nranks: int) -> dict:
         """What a journal records and --resume compares."""
@@ -66,7 +81,8 @@ class StressOptions:
                 "ranks_per_root": job.ranks_per_root, "skew_max": self.skew_max, "seed": self.seed,
                 "timeout": job.timeout, "collective": self.collective, "bytes": self.bytes,
                 "check_ids": self.check_ids, "inject": [str(i) for i in self.inject],
-                "rounds": self.rounds, "on_failure": self.on_failure}
+                "rounds": self.rounds, "on_failure": self.on_failure,
+                "destroys_in_flight": self.destroys_in_flight}
 
     def as_dict(self) -> dict:
         d = asdict(self)

@@ -73,8 +73,12 @@ def check_ids_hook(job, seq: int, deadline: Deadline):
     return check
 
 
-def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: Verification) -> dict:
+def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: Verification,
+              reaper=None) -> dict:
     """Run one round on this rank; never raises CommError (it becomes the record's verdict).
+
+    With `reaper` the communicator's destroy (or abort) is handed to it under the round's seq
+    and runs behind the next rounds; `teardown_s` is then filled in later (stress.behind).
 
     Evidence kept for the diagnosis: the phases this rank entered (also set in the store as it
     goes, so a rank that dies leaves its last phase behind), how late it entered bootstrap,
@@ -124,7 +128,8 @@ def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: V
             reached(first)
             if job.rank in plan.held_roots:
                 hold_back(job, plan, deadline)
-            with communicator(backend, init_plan, deadline, on_close=closed) as comm:
+            with communicator(backend, init_plan, deadline, on_close=closed, reaper=reaper, key=plan.seq,
+                              round=plan.round, rank=job.rank) as comm:
                 phases.close()
                 rec["exchange_s"], rec["init_s"] = comm.timings.exchange, comm.timings.create
                 with markers.span("verify", round=plan.round, rank=job.rank):
@@ -147,7 +152,8 @@ def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: V
                     rec["wrong_from"] = verify.sources(recv) if rec["wrong"] else None
                     rec["verify_s"] = time.perf_counter() - t0
                 reached("destroy")
-                phases.enter_context(markers.span("destroy", round=plan.round, rank=job.rank))
+                if reaper is None:  # else the reaper's thread has the destroy range
+                    phases.enter_context(markers.span("destroy", round=plan.round, rank=job.rank))
             if rec["wrong"]:
                 rec["verdict"] = "wrong"
         except CollectiveSkipped:

@@ -57,4 +57,13 @@ CASES = [
             ["-m", "stress", "--backend", "nccl", "--rounds", "3", "--timeout", "5", "--skew-max", "0",
              "--init", "scoped", "--inject", "corrupt@1:1", "--journal", "{tmp}/corrupt.jsonl"],
             expect="corrupt-round-1", exit_code=1),
+    # destroys behind the rounds (issue 17): a hang's abort in the background, the rounds around it ok,
+    # every round journaled once with its destroy time; and one rank alone
+    GpuCase("stress-nccl-destroys-behind", 2, 150,
+            ["-m", "stress", "--backend", "nccl", "--rounds", "30", "--skew-max", "0", "--init", "scoped",
+             "--inject", "skip-collective@10:1", "--journal", "{tmp}/behind.jsonl"],
+            expect="behind-hang-round-10", exit_code=1),
+    GpuCase("stress-nccl-one-rank", 1, 90,
+            ["-m", "stress", "--backend", "nccl", "--nranks", "1", "--rounds", "10", "--skew-max", "0",
+             "--journal", "{tmp}/one.jsonl"]),
 ]

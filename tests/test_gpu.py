@@ -45,3 +45,12 @@ def test_gpu_case(case, tmp_path):
         rounds = [r for r in rounds if r.get("type") == "round"]
         assert [r["verdict"] for r in rounds] == ["ok", "wrong", "ok"], [r["verdict"] for r in rounds]
         assert "corrupted at the source" in rounds[1]["diagnosis"]
+    if case.expect == "behind-hang-round-10":
+        rounds = [json.loads(l) for l in open(argv[argv.index("--journal") + 1])]
+        rounds = [r for r in rounds if r.get("type") == "round"]
+        assert [r["round"] for r in rounds] == list(range(30))
+        assert [r["round"] for r in rounds if r["verdict"] != "ok"] == [10], [r["verdict"] for r in rounds]
+        assert "rank 1 never entered verify" in rounds[10]["diagnosis"]
+        assert all(r["destroy_ms"] is not None for r in rounds if r["verdict"] == "ok")
+        assert all(x["teardown_s"] is not None for r in rounds for x in r["ranks"])
+        assert "ncclCommDestroy joins NCCL's proxy threads" in proc.stdout
