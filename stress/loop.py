@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from nccl_bench import results, sysinfo
+from nccl_bench import results, scenario, sysinfo
+from nccl_bench.comm import gpu_count
 from nccl_bench.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
 from stress import baseline, inject, journal, peers, schedule
 from stress.diagnose import History, judge
@@ -126,6 +127,8 @@ class Run:
         self.resume = opts.resume or (self.restart > 0 and self.journal_path.exists())
         self.notes: list[dict] = []  # the journal's non-round lines, earlier runs included
         self.everyone = peers.Peers(peers.me(job), [])
+        self.groups = scenario.Groups(self.plan(), scenario_group_size(opts)) \
+            if opts.scenario == "same-group" else None
 
     # --- start: rank 0 opens the journal and tells the others what is left ------------------
     def open_journal(self) -> list[int]:
@@ -213,7 +216,8 @@ class Run:
         skews = self.skew(r)
         wrong = any(i.kind == "wrong" and i.round == r and i.rank == job.rank for i in opts.inject)
         faults, held = self.faults(mode, r)
-        plan = RoundPlan(seq, mode, r, skews[job.rank], opts.job.timeout, opts.check_ids, wrong, faults, held)
+        plan = RoundPlan(seq, mode, r, skews[job.rank], opts.job.timeout, opts.check_ids, wrong, faults, held,
+                         self.groups.take(seq) if self.groups else None)
         try:
             job.store.barrier(f"stress/{seq}/start", timeout=self.resync_timeout)
         except BarrierTimeout as e:  # a rank is gone: this round cannot run
@@ -278,6 +282,8 @@ class Run:
         last = time.perf_counter()
         for seq, mode, r in todo:
             row = self.one(seq, mode, r)
+            if self.groups:  # a failed round ends its process group on every rank
+                self.groups.finished(row["verdict"] == "ok")
             now = time.perf_counter()
             row["seconds"], last = now - last, now
             failed = row["verdict"] != "ok"
@@ -328,7 +334,7 @@ class Run:
         o, j = self.opts, self.opts.job
         print(f"stress: {j.backend} x{self.n}, init {','.join(j.init)}, {o.rounds} rounds per mode, "
               f"skew-max {o.skew_max:g} s (seed {o.seed}), deadline {j.timeout:g} s, "
-              f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}"
+              f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}, scenario {o.scenario}"
               + (", check-ids" if o.check_ids else ""), flush=True)
         again = f"restart {self.restart}: " if self.restart else ""
         print(f"journal: {self.journal_path}" + (f" ({again}resuming: {done} rounds done, {todo} to go)"
@@ -404,6 +410,11 @@ def write_summary(path: Path, rows: list[dict], table: list[dict], base: dict | 
     except FileExistsError:
         raise UsageError(f"{path} already exists; results are never overwritten") from None
     return path
+
+
+def scenario_group_size(opts: StressOptions) -> int | None:
+    """same-group on torch: a process group holds one communicator per device (local GPUs)."""
+    return max(gpu_count(), 1) if opts.job.backend == "torch" else None
 
 
 def worker(opts: StressOptions, journal_path: str):

@@ -13,7 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nccl_bench.bootstrap import exchange_ids
+from nccl_bench.bootstrap import exchange_for
 from nccl_bench.comm.base import Communicator, InitPlan, id_prefix
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded
@@ -37,8 +37,7 @@ class GlooCommunicator(Communicator):
 
     def create(self, plan: InitPlan, deadline: Deadline) -> None:
         self.rank, self.nranks = plan.rank, plan.nranks
-        self.ids_used = exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
-                                     plan.ranks_per_root, plan.counter, self.new_id, deadline)
+        self.ids_used = exchange_for(plan, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds
         if plan.before_create is not None:
             plan.before_create(self.ids_used)
