@@ -110,7 +110,7 @@ def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: s
     """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
     stem = logs.fix_stem(result, command_name(launch_argv), verbose)
     code = launch.self_launch(nranks, launch_argv, **kw)
-    if code != 0 and stem is not None:
+    if code == EXIT_FAILED and stem is not None:
         print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
     return code
 

@@ -5,8 +5,10 @@ NCCL's warnings and torch's Python warnings all write to file descriptor 2. Earl
 worker, fd 2 is pointed at `<stem>.rank<N>.log` beside the command's result file, so every
 library line lands there, while `sys.stderr` keeps writing to the terminal through a copy
 of the original fd 2: our own error and progress lines stay visible. Python's warnings and
-logging's last-resort handler follow fd 2 (they are library output too). `--verbose` leaves
-everything as it was.
+logging's last-resort handler follow fd 2 (they are library output too). NCCL writes its
+NCCL_DEBUG lines to stdout, so when NCCL_DEBUG is set (and NCCL_DEBUG_FILE is not) they go to
+`<stem>.rank<N>.nccl.log` (NCCL truncates its file, so it gets one of its own). `--verbose`
+leaves everything as it was.
 
 The driver fixes the stem before it launches the workers (environment NCCL_BENCH_LOG_STEM),
 so every rank writes beside the same result file.
@@ -66,6 +68,8 @@ def capture(rank: int, result: str | Path | None = None, command: str = "job",
         return None
     stem = Path(os.environ.get(STEM_ENV) or stem_for(result, command))
     path = rank_log(stem, rank)
+    if os.environ.get("NCCL_DEBUG") and not os.environ.get("NCCL_DEBUG_FILE"):  # read at NCCL's first call
+        os.environ["NCCL_DEBUG_FILE"] = str(path.with_name(f"{stem.name}.rank{rank}.nccl.log"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

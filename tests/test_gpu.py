@@ -42,3 +42,10 @@ def test_gpu_case(case, tmp_path):
         rounds = [r for r in rounds if r.get("type") == "round"]
         assert [r["verdict"] for r in rounds] == ["ok", "wrong", "ok"], [r["verdict"] for r in rounds]
         assert "corrupted at the source" in rounds[1]["diagnosis"]
+    if case.expect == "same-group-stale":
+        rounds = [json.loads(l) for l in open(argv[argv.index("--journal") + 1])]
+        rounds = [r for r in rounds if r.get("type") == "round"]
+        assert [(r["mode"], r["verdict"] == "ok") for r in rounds] == [
+            ("stock", True), ("stock", False), ("scoped", True), ("scoped", True)], [r["verdict"] for r in rounds]
+        assert rounds[1]["stale"] and rounds[1]["diagnosis"].startswith("stale ID: "), rounds[1]["diagnosis"]
+        assert all(s["from"] == "round 0" for s in rounds[1]["stale"])

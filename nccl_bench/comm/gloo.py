@@ -3,6 +3,12 @@
 Each communicator rendezvouses under a store prefix derived from the whole ID list, so
 ranks holding different IDs never meet, exactly as NCCL ranks with mismatched IDs never
 finish bootstrap; the deadline bounds the rendezvous.
+
+The IDs are exchanged in the scenario's key layout (bootstrap.exchange_for): in `same-group`
+as PyTorch 2.11 keys them inside one process group (a group prefix; `stock`'s scalable keys
+`UniqueNCCLID:<root>` with no counter, so they repeat for every communicator of the group;
+the broadcast path, which `scoped` = ranks per root >= world size takes, keyed by the group's
+comm counter, so fresh). See nccl_bench/scenario.py.
 """
 from __future__ import annotations
 
