@@ -129,7 +129,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
     launch.die_with_parent()
-    logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose)
+    logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose, ident.run_id)
     from nccl_bench.store import JobStore
     try:
         store = JobStore(ident, timeout=store_timeout)

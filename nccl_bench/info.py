@@ -10,7 +10,7 @@ import json
 from tabulate import tabulate
 
 from nccl_bench import probe, sysinfo
-from nccl_bench.errors import EXIT_FAILED
+from nccl_bench.errors import EXIT_FAILED, UsageError
 from nccl_bench.cli import Parser
 from nccl_bench.launch import describe
 
@@ -37,6 +37,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--journal", default=None, metavar="PATH",
                    help="--probe: keep the evidence here (default results/probe-<machine>-<time>.jsonl)")
     a = p.parse_args(argv)
+    given = [f for f, v, d in (("--backend", a.backend, "torch"), ("--nranks", a.nranks, None), ("--delay", a.delay, 3.0),
+                               ("--timeout", a.timeout, 8.0), ("--journal", a.journal, None)) if v != d]
+    if given and not a.probe:
+        raise UsageError(f"{given[0]} belongs to --probe")
     popts = probe.ProbeOptions(a.backend, a.nranks, a.delay, a.timeout, journal=a.journal) if a.probe else None
     info = gather()
     if popts is not None:

@@ -15,6 +15,7 @@ so every rank writes beside the same result file.
 """
 from __future__ import annotations
 
+import atexit
 import io
 import logging
 import os
@@ -27,13 +28,14 @@ STEM_ENV = "NCCL_BENCH_LOG_STEM"
 VERBOSE_ENV = "NCCL_BENCH_VERBOSE"
 
 
-def stem_for(result: str | Path | None, command: str) -> Path:
-    """`results/x.jsonl` -> `results/x`; without a result file, `results/logs/<command>-<machine>-<time>`."""
+def stem_for(result: str | Path | None, command: str, tag: str | None = None) -> Path:
+    """`results/x.jsonl` -> `results/x`; without a result file, `results/logs/<command>-<machine>-<tag>`
+    (tag: the launcher's run id, which every rank shares, else the time)."""
     if result:
         p = Path(result)
         return p.with_name(p.name[:-len(p.suffix)] if p.suffix else p.name)
     from nccl_bench.sysinfo import REPO, machine_name
-    return REPO / "results" / "logs" / f"{command}-{machine_name()}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return REPO / "results" / "logs" / f"{command}-{machine_name()}-{tag or time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def rank_log(stem: str | Path, rank: int) -> Path:
@@ -58,7 +60,7 @@ def fix_stem(result: str | Path | None, command: str, verbose: bool) -> Path | N
 
 
 def capture(rank: int, result: str | Path | None = None, command: str = "job",
-            verbose: bool = False) -> Path | None:
+            verbose: bool = False, run_id: str | None = None) -> Path | None:
     """In a worker: send fd 2 to this rank's log file; keep sys.stderr on the terminal.
 
     Returns the log's path, or None when nothing was redirected (--verbose, or it failed:
@@ -66,7 +68,7 @@ def capture(rank: int, result: str | Path | None = None, command: str = "job",
     """
     if verbose or os.environ.get(VERBOSE_ENV):
         return None
-    stem = Path(os.environ.get(STEM_ENV) or stem_for(result, command))
+    stem = Path(os.environ.get(STEM_ENV) or stem_for(result, command, run_id))
     path = rank_log(stem, rank)
     if os.environ.get("NCCL_DEBUG") and not os.environ.get("NCCL_DEBUG_FILE"):  # read at NCCL's first call
         os.environ["NCCL_DEBUG_FILE"] = str(path.with_name(f"{stem.name}.rank{rank}.nccl.log"))
@@ -90,4 +92,14 @@ def capture(rank: int, result: str | Path | None = None, command: str = "job",
         library.flush()
 
     warnings.showwarning = to_log
+    atexit.register(_drop_if_empty, path)
     return path
+
+
+def _drop_if_empty(path: Path) -> None:
+    """A rank whose libraries said nothing leaves no empty log behind."""
+    try:
+        if path.stat().st_size == 0:
+            path.unlink()
+    except OSError:
+        pass

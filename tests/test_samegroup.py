@@ -95,3 +95,13 @@ def test_failing_init_keeps_library_lines_in_rank_logs_and_verbose_shows_them(tm
     loud = run([*args, "--json", str(tmp_path / "v.json"), "--verbose"], timeout=90)
     assert loud.returncode == 1 and LIBRARY.search(loud.stderr)
     assert not list(tmp_path.glob("v.rank*.log"))
+
+
+def test_probe_on_torch_without_gpus_is_one_line_exit_2():
+    from helpers import one_line_error
+    from nccl_bench.comm import gpu_count
+    if gpu_count() >= 2:
+        return  # the GPU machine runs the probe for real (tests/gpu/samegroup.sh)
+    err = one_line_error(run(["-m", "nccl_bench", "info", "--probe"], timeout=60))
+    assert "needs 2 GPUs" in err
+    assert "belongs to --probe" in one_line_error(run(["-m", "nccl_bench", "info", "--delay", "1"], timeout=60))
