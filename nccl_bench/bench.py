@@ -312,10 +312,10 @@ def main(argv: list[str]) -> int:
         confirmed = probe(o, argv)
         try:
             return run_job(["-m", "nccl_bench", "bench", *argv, "--algo-confirmed", confirmed], o.job,
-                           worker(o, a.algo_confirmed))
+                           worker(o, a.algo_confirmed), result=o.json)
         finally:
             shutil.rmtree(os.path.dirname(confirmed), ignore_errors=True)
-    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o, a.algo_confirmed))
+    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o, a.algo_confirmed), result=o.json)
 
 
 def probe(o: BenchOptions, argv: list[str]) -> str:

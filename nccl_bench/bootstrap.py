@@ -8,6 +8,8 @@
 - scoped:  the same keys prefixed with the per-communicator counter (PR 178493).
 
 Roots follow PyTorch's getRootIndex and NCCL's rootIdFromRank (block rule).
+In the same-group scenario the keys follow PyTorch's layout inside one process group
+(nccl_bench.scenario): a group prefix, and the per-group counter on the broadcast path.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Callable
 
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import DeadlineExceeded, UsageError
+from nccl_bench.scenario import key_layout
 
 MODES = ("regular", "stock", "scoped")
 DEFAULT_RANKS_PER_ROOT = 128  # TORCH_NCCL_RANKS_PER_ROOT's default
@@ -121,4 +124,16 @@ def exchange_ids(store, namespace: str, mode: str, rank: int, nranks: int, ranks
     ex.ids = [bytes(v) for v in store.multi_get(full)]
     ex.fingerprints = [fingerprint(v) for v in ex.ids]
     ex.seconds = time.perf_counter() - t0
+    return ex
+
+
+def exchange_for(plan, new_id: Callable[[], bytes], deadline: Deadline) -> IdExchange:
+    """The exchange of one InitPlan (nccl_bench.comm.base), in its scenario's key layout."""
+    if plan.group is None:  # restart: one namespace, the run's counter
+        return exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
+                            plan.ranks_per_root, plan.counter, new_id, deadline)
+    layout = key_layout(plan.mode, plan.nranks, plan.ranks_per_root)
+    ex = exchange_ids(plan.store.raw, plan.group.namespace(plan.namespace), layout, plan.rank, plan.nranks,
+                      plan.ranks_per_root, plan.group.index, new_id, deadline)
+    ex.mode, ex.counter = plan.mode, plan.counter  # the evidence speaks of the run's mode and round
     return ex

@@ -9,7 +9,7 @@ from datetime import timedelta
 from dataclasses import dataclass
 from typing import Callable
 
-from nccl_bench import launch
+from nccl_bench import launch, logs
 from nccl_bench.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
                                UsageError)
 from nccl_bench.options import JobOptions, split_list
@@ -39,12 +39,19 @@ def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow
                        "nccl-tests' -T")
     else:
         p.add_argument("--timeout", type=float, default=timeout, help=f"per-init deadline in seconds (default {timeout:g})")
+    add_verbose_arg(p)
+
+
+def add_verbose_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", action="store_true",
+                   help="show library logs (c10d, gloo, NCCL) on the terminal; by default each rank's "
+                        "go to <result file stem>.rank<N>.log")
 
 
 def job_options(a: argparse.Namespace, allow_all: bool = False) -> JobOptions:
     return JobOptions(backend=a.backend, nranks=a.nranks,
                       init=split_list(a.init, MODES, "init mode", "all" if allow_all else None),
-                      ranks_per_root=a.ranks_per_root, timeout=a.timeout)
+                      ranks_per_root=a.ranks_per_root, timeout=a.timeout, verbose=a.verbose)
 
 
 @dataclass
@@ -98,19 +105,38 @@ def store_timeout_default() -> float:
         raise UsageError("NCCL_BENCH_STORE_TIMEOUT must be a number of seconds") from None
 
 
+def command_name(launch_argv: list[str]) -> str:
+    """["-m", "nccl_bench", "init", ...] -> "init"; ["-m", "stress", ...] -> "stress"; a script -> its name."""
+    if launch_argv[:1] == ["-m"]:
+        return launch_argv[2] if launch_argv[1:2] == ["nccl_bench"] and len(launch_argv) > 2 else launch_argv[1]
+    return os.path.splitext(os.path.basename(launch_argv[0]))[0]
+
+
+def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: str | None = None,
+                   **kw) -> int:
+    """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
+    stem = logs.fix_stem(result, command_name(launch_argv), verbose)
+    code = launch.self_launch(nranks, launch_argv, **kw)
+    if code == EXIT_FAILED and stem is not None:
+        print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
+    return code
+
+
 def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int],
-            store_timeout: float | None = None, max_restarts: int = 0) -> int:
+            store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None) -> int:
     """Self-launch `python launch_argv...` when no launcher started us; else run `worker` here.
 
     `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
+    `result` is the command's result file when known: each rank's library log goes beside it.
     """
     store_timeout = store_timeout_default() if store_timeout is None else store_timeout
     ident = launch.detect()
     if ident is None:
-        return launch.self_launch(opts.local_ranks(), launch_argv, max_restarts=max_restarts)
+        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, max_restarts=max_restarts)
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
     launch.die_with_parent()
+    logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose, ident.run_id)
     from nccl_bench.store import JobStore
     try:
         store = JobStore(ident, timeout=store_timeout)

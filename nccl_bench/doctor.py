@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
     opts = job_options(a)
     results.check_writable(a.json)
     junit.check_writable(a.junit)
-    return run_job(["-m", "nccl_bench", "doctor", *argv], opts, worker(a, opts))
+    return run_job(["-m", "nccl_bench", "doctor", *argv], opts, worker(a, opts), result=a.json)
 
 
 if __name__ == "__main__":

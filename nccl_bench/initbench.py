@@ -316,4 +316,4 @@ def main(argv: list[str]) -> int:
                             rounds=DEFAULT_ROUNDS if a.rounds is None else a.rounds,
                             warmup=1 if a.warmup is None else a.warmup,
                             skew_max=a.skew_max, seed=a.seed, json=a.json)
-    return run_job(["-m", "nccl_bench", "init", *argv], opts.job, worker(opts))
+    return run_job(["-m", "nccl_bench", "init", *argv], opts.job, worker(opts), result=opts.json)

@@ -31,6 +31,7 @@ class JobOptions:
     init: list[str] = field(default_factory=lambda: ["scoped"])
     ranks_per_root: int = DEFAULT_RANKS_PER_ROOT
     timeout: float = 60.0  # per-init deadline, seconds
+    verbose: bool = False  # library logs (c10d, gloo, NCCL) on the terminal instead of per-rank files
 
     def __post_init__(self):
         self.backend = check_backend(self.backend or default_backend())

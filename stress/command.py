@@ -6,10 +6,11 @@ from pathlib import Path
 
 from nccl_bench import launch, sysinfo
 from nccl_bench.bootstrap import MODES
-from nccl_bench.cli import Parser, run_job
+from nccl_bench.cli import Parser, add_verbose_arg, launch_quietly, run_job
 from nccl_bench.comm import default_backend
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions, split_list
+from nccl_bench.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.loop import worker
 from stress.options import ON_FAILURE, Injection, StressOptions, default_timeout
@@ -50,21 +51,27 @@ def parser() -> Parser:
     p.add_argument("--destroys-in-flight", type=int, default=None, metavar="K",
                    help="destroys (aborts) that may run behind the next rounds, each round's still journaled "
                         "with its own (default 4; torch: 0); 0: serial, each round destroys before the next")
+    p.add_argument("--scenario", default="restart", choices=SCENARIOS,
+                   help="restart: a new process group per round on the same store (default); same-group: "
+                        "one process group, a new communicator per round on another device, as in "
+                        "pytorch#178473's repro (scoped = ranks per root raised to the world size)")
     p.add_argument("--print-schedule", action="store_true", help="print the skew schedule and exit")
+    add_verbose_arg(p)
     return p
 
 
 def options(a) -> StressOptions:
     backend = a.backend or default_backend()
     job = JobOptions(backend=backend, nranks=a.nranks, init=split_list(a.init, MODES, "init mode", "all"),
-                     ranks_per_root=a.ranks_per_root,
+                     ranks_per_root=a.ranks_per_root, verbose=a.verbose,
                      timeout=default_timeout(backend) if a.timeout is None else a.timeout)
     return StressOptions(job, rounds=a.rounds, skew_max=a.skew_max, seed=a.seed, collective=a.collective,
                          bytes=a.bytes, on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
                          journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
                                                if a.summary_json else None),
                          check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject],
-                         max_restarts=a.max_restarts, destroys_in_flight=a.destroys_in_flight)
+                         max_restarts=a.max_restarts, destroys_in_flight=a.destroys_in_flight,
+                         scenario=a.scenario)
 
 
 def check_journal(opts: StressOptions, nranks: int) -> str:
@@ -97,8 +104,8 @@ def elastic_journal() -> Path | None:
 def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> int:
     """The driver: self-launch the workers; then say how any rank ended that the launcher saw die."""
     failures: list[dict] = []
-    code = launch.self_launch(nranks, ["-m", "stress", *argv], max_restarts=opts.max_restarts,
-                              failures=failures)
+    code = launch_quietly(nranks, ["-m", "stress", *argv], opts.job.verbose, path,
+                          max_restarts=opts.max_restarts, failures=failures)
     # SIGTERM is the launcher's own: how it stops the others once one rank failed
     died = [f for f in failures if f.get("signal") and f["signal"] != "SIGTERM"]
     if died and Path(path).exists():
@@ -119,8 +126,6 @@ def main(argv: list[str]) -> int:
         print(schedule.render(opts.seed, opts.rounds, nranks, opts.skew_max))
         return 0
     if launch.detect() is None:  # the driver: fix the journal's name so every worker agrees on it
-        if opts.job.backend == "gloo":  # a stale gloo rendezvous times out by design: no C++ warnings
-            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         path = check_journal(opts, nranks)
         if opts.journal is None:
             argv = [*argv, "--journal", path]
@@ -130,4 +135,4 @@ def main(argv: list[str]) -> int:
         if ident.rank == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
         opts.journal = str(path)
-    return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal))
+    return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), result=opts.journal)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from nccl_bench import results, sysinfo
+from nccl_bench import results, scenario, sysinfo
+from nccl_bench.comm import gpu_count
 from nccl_bench.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
 from nccl_bench.lifetime import destroy_note
 from stress import baseline, inject, journal, peers, schedule
@@ -131,6 +132,8 @@ class Run:
         self.everyone = peers.Peers(peers.me(job), [])
         self.behind: Behind | None = None  # --destroys-in-flight > 0: rounds waiting for their teardown
         self.judged: tuple[list, dict] = ([], {})  # the last round's judge inputs (missing, context)
+        self.groups = scenario.Groups(self.plan(), scenario_group_size(opts)) \
+            if opts.scenario == "same-group" else None
 
     # --- start: rank 0 opens the journal and tells the others what is left ------------------
     def open_journal(self) -> list[int]:
@@ -218,7 +221,8 @@ class Run:
         skews = self.skew(r)
         wrong = any(i.kind == "wrong" and i.round == r and i.rank == job.rank for i in opts.inject)
         faults, held = self.faults(mode, r)
-        plan = RoundPlan(seq, mode, r, skews[job.rank], opts.job.timeout, opts.check_ids, wrong, faults, held)
+        plan = RoundPlan(seq, mode, r, skews[job.rank], opts.job.timeout, opts.check_ids, wrong, faults, held,
+                         self.groups.take(seq) if self.groups else None)
         try:
             job.store.barrier(f"stress/{seq}/start", timeout=self.resync_timeout)
         except BarrierTimeout as e:  # a rank is gone: this round cannot run
@@ -312,6 +316,8 @@ class Run:
             if self.behind:  # backpressure: round seq - k - 1's teardown ends before this round starts
                 self.behind.publish(seq - k - 1)
             row = self.one(seq, mode, r)
+            if self.groups:  # a failed round ends its process group on every rank
+                self.groups.finished(row["verdict"] == "ok")
             now = time.perf_counter()
             row["seconds"], last = now - last, now
             if self.behind and not row.get("lost"):
@@ -372,7 +378,7 @@ class Run:
         o, j = self.opts, self.opts.job
         print(f"stress: {j.backend} x{self.n}, init {','.join(j.init)}, {o.rounds} rounds per mode, "
               f"skew-max {o.skew_max:g} s (seed {o.seed}), deadline {j.timeout:g} s, "
-              f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}"
+              f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}, scenario {o.scenario}"
               + (", check-ids" if o.check_ids else "")
               + (f", up to {o.destroys_in_flight} destroys behind each round" if o.destroys_in_flight
                  else ", serial destroy"), flush=True)
@@ -455,6 +461,11 @@ def write_summary(path: Path, rows: list[dict], table: list[dict], base: dict | 
     except FileExistsError:
         raise UsageError(f"{path} already exists; results are never overwritten") from None
     return path
+
+
+def scenario_group_size(opts: StressOptions) -> int | None:
+    """same-group on torch: a process group holds one communicator per device (local GPUs)."""
+    return max(gpu_count(), 1) if opts.job.backend == "torch" else None
 
 
 def worker(opts: StressOptions, journal_path: str):

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from nccl_bench.comm import gpu_count
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions
+from nccl_bench.scenario import check_scenario
 from stress.inject import Injection
 from stress.verify import CHECKS
 
 ON_FAILURE = ("continue", "stop")
 # Options that must match for --resume to continue a journal (the rest may change).
 RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed", "timeout",
-               "collective", "bytes", "check_ids", "inject")
+               "collective", "bytes", "check_ids", "inject", "scenario")
 
 
 DESTROYS_IN_FLIGHT = 4  # ~0.5 s NCCL destroys behind ~0.15 s rounds: 4 keep a round from waiting on one
@@ -43,6 +45,7 @@ class StressOptions:
     # teardowns that may still run behind a round (0: each round destroys before the next starts);
     # None: DESTROYS_IN_FLIGHT, or 0 on torch
     destroys_in_flight: int | None = None
+    scenario: str = "restart"  # restart | same-group (nccl_bench.scenario)
 
     def __post_init__(self):
         if self.rounds < 1:
@@ -60,6 +63,10 @@ class StressOptions:
         if self.check_ids and self.job.backend == "torch":
             raise UsageError("--check-ids needs a backend whose IDs this tool exchanges (nccl, gloo); "
                              "the torch backend exchanges them inside PyTorch")
+        check_scenario(self.scenario)
+        if self.scenario == "same-group" and self.job.backend == "torch" and gpu_count() < 2:
+            raise UsageError("--scenario same-group on the torch backend makes each round's communicator on "
+                             f"another GPU (as pytorch#178473's repro does); this machine has {gpu_count()}")
         if self.max_restarts < 0:
             raise UsageError(f"--max-restarts must be >= 0, got {self.max_restarts}")
         if self.baseline < 0:
@@ -80,7 +87,7 @@ class StressOptions:
         return {"backend": job.backend, "nranks": nranks, "init": list(job.init),
                 "ranks_per_root": job.ranks_per_root, "skew_max": self.skew_max, "seed": self.seed,
                 "timeout": job.timeout, "collective": self.collective, "bytes": self.bytes,
-                "check_ids": self.check_ids, "inject": [str(i) for i in self.inject],
+                "check_ids": self.check_ids, "inject": [str(i) for i in self.inject], "scenario": self.scenario,
                 "rounds": self.rounds, "on_failure": self.on_failure,
                 "destroys_in_flight": self.destroys_in_flight}
 

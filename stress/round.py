@@ -16,6 +16,7 @@ from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import BarrierTimeout, CommError, DeadlineExceeded
 from nccl_bench.lifetime import communicator
+from nccl_bench.scenario import GroupSlot
 from stress import inject
 from stress.verify import Verification
 
@@ -42,6 +43,7 @@ class RoundPlan:
     inject_wrong: bool = False  # legacy `wrong`: one result element changed after the collective
     faults: tuple[str, ...] = ()  # injected kinds on this rank in this round (stress.inject)
     held_roots: tuple[int, ...] = ()  # stale-key: roots held back until the others have read
+    group: GroupSlot | None = None  # same-group: the process group this round's communicator joins
 
 
 class CollectiveSkipped(Exception):
@@ -119,7 +121,7 @@ def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: V
         check = check_ids_hook(job, plan.seq, deadline)
         init_plan = InitPlan(rank=job.rank, nranks=job.nranks, mode=plan.mode, ranks_per_root=ranks_per_root,
                              counter=plan.seq, store=job.store, local_rank=job.ident.local_rank,
-                             namespace="stress", before_create=after_exchange)
+                             namespace="stress", before_create=after_exchange, group=plan.group)
         # torch exchanges IDs inside PyTorch: its whole create is the init range
         first = "init" if backend == "torch" else "bootstrap"
         phases.enter_context(markers.span(first, round=plan.round, rank=job.rank))

@@ -9,7 +9,7 @@ from tabulate import tabulate
 from nccl_bench.stats import percentile
 from stress.diagnose import FAILURES
 
-COLUMNS = ("mode", "rounds", "ok", "hangs", "errors", "wrong", "stale caught",
+COLUMNS = ("mode", "rounds", "ok", "hangs", "errors", "wrong", "stale caught", "stale proven",
            "init p50 ms", "init p99 ms", "rounds/s")
 
 
@@ -46,6 +46,8 @@ def mode_row(mode: str, rows: list[dict]) -> dict:
     seconds = sum(r.get("seconds") or 0.0 for r in rows)
     return {"mode": mode, "rounds": len(rows), "ok": count["ok"], "hangs": count["hang"],
             "errors": count["error"], "wrong": count["wrong"], "stale_caught": count["stale"],
+            # rounds whose evidence shows a rank used an ID its root did not publish that round
+            "stale_proven": sum(bool(r.get("stale")) for r in rows),
             "init_p50_ms": percentile(inits, 0.5), "init_p99_ms": percentile(inits, 0.99),
             "rounds_per_s": len(rows) / seconds if seconds > 0 else None}
 
@@ -58,7 +60,7 @@ def render(summary: list[dict]) -> str:
     def fmt(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
     body = [(s["mode"], s["rounds"], s["ok"], s["hangs"], s["errors"], s["wrong"], s["stale_caught"],
-             fmt(s["init_p50_ms"]), fmt(s["init_p99_ms"]), fmt(s["rounds_per_s"], 2)) for s in summary]
+             s.get("stale_proven", "-"), fmt(s["init_p50_ms"]), fmt(s["init_p99_ms"]), fmt(s["rounds_per_s"], 2)) for s in summary]
     return tabulate(body, headers=COLUMNS, tablefmt="simple", disable_numparse=True)
 
 

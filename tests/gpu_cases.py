@@ -32,6 +32,12 @@ CASES = [
     GpuCase("torch-stock-stale-then-recover", 2, 200,
             ["tests/jobs/churn.py", "{tmp}/torch.jsonl", "--backend", "torch", "--modes", "stock,stock,scoped",
              "--delay", "1:1:3", "--timeout", "12"], expect="stale-round-1-then-ok"),
+    # pytorch#178473's own scenario: one process group, round 1's communicator on the other GPU with
+    # rank 1 3 s late: stock reads a stale ID (bounded hang, diagnosed); scoped (ranks per root = world) passes
+    GpuCase("torch-same-group-stock-stale-scoped-ok", 2, 240,
+            ["-m", "stress", "--backend", "torch", "--scenario", "same-group", "--init", "stock,scoped",
+             "--ranks-per-root", "1", "--rounds", "2", "--skew-max", "0", "--timeout", "8",
+             "--inject", "delay:1:1:3", "--journal", "{tmp}/sg.jsonl"], expect="same-group-stale", exit_code=1),
     # every collective (gather, scatter, alltoallv and hypercube too), Ring and Tree, each element
     # checked; the algorithm confirmed by NCCL
     GpuCase("bench-nccl-every-collective", 2, 240,

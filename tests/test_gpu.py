@@ -54,3 +54,10 @@ def test_gpu_case(case, tmp_path):
         assert all(r["destroy_ms"] is not None for r in rounds if r["verdict"] == "ok")
         assert all(x["teardown_s"] is not None for r in rounds for x in r["ranks"])
         assert "ncclCommDestroy joins NCCL's proxy threads" in proc.stdout
+    if case.expect == "same-group-stale":
+        rounds = [json.loads(l) for l in open(argv[argv.index("--journal") + 1])]
+        rounds = [r for r in rounds if r.get("type") == "round"]
+        assert [(r["mode"], r["verdict"] == "ok") for r in rounds] == [
+            ("stock", True), ("stock", False), ("scoped", True), ("scoped", True)], [r["verdict"] for r in rounds]
+        assert rounds[1]["stale"] and rounds[1]["diagnosis"].startswith("stale ID: "), rounds[1]["diagnosis"]
+        assert all(s["from"] == "round 0" for s in rounds[1]["stale"])

@@ -20,6 +20,7 @@ import torch
 
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import UsageError
+from nccl_bench.scenario import GroupSlot
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
@@ -45,6 +46,9 @@ class InitPlan:
     # Called with the IdExchange between the ID exchange and the create, by backends that
     # exchange IDs themselves (nccl, gloo); raising skips the create (stress --check-ids).
     before_create: Callable[[object], None] | None = None
+    # same-group (nccl_bench.scenario): the process group this init belongs to; None: restart,
+    # every init a new group on the same store.
+    group: GroupSlot | None = None
 
 
 @dataclass

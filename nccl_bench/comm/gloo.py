@@ -3,6 +3,12 @@
 Each communicator rendezvouses under a store prefix derived from the whole ID list, so
 ranks holding different IDs never meet, exactly as NCCL ranks with mismatched IDs never
 finish bootstrap; the deadline bounds the rendezvous.
+
+The IDs are exchanged in the scenario's key layout (bootstrap.exchange_for): in `same-group`
+as PyTorch 2.11 keys them inside one process group (a group prefix; `stock`'s scalable keys
+`UniqueNCCLID:<root>` with no counter, so they repeat for every communicator of the group;
+the broadcast path, which `scoped` = ranks per root >= world size takes, keyed by the group's
+comm counter, so fresh). See nccl_bench/scenario.py.
 """
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nccl_bench.bootstrap import exchange_ids
+from nccl_bench.bootstrap import exchange_for
 from nccl_bench.comm.base import Communicator, InitPlan, id_prefix, round_views
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded
@@ -37,8 +43,7 @@ class GlooCommunicator(Communicator):
 
     def create(self, plan: InitPlan, deadline: Deadline) -> None:
         self.rank, self.nranks = plan.rank, plan.nranks
-        self.ids_used = exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
-                                     plan.ranks_per_root, plan.counter, self.new_id, deadline)
+        self.ids_used = exchange_for(plan, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds
         if plan.before_create is not None:
             plan.before_create(self.ids_used)

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from nccl_bench.bootstrap import exchange_ids
+from nccl_bench.bootstrap import exchange_for
 from nccl_bench.comm.base import Communicator, InitPlan, without_in_place_copies
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded, UsageError
@@ -132,8 +132,7 @@ class NcclCommunicator(Communicator):
             if val:  # read by NCCL at each communicator's init
                 os.environ[var] = val
         self.blocking = plan.blocking
-        self.ids_used = exchange_ids(plan.store.raw, plan.namespace, plan.mode, plan.rank, plan.nranks,
-                                     plan.ranks_per_root, plan.counter, self.new_id, deadline)
+        self.ids_used = exchange_for(plan, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds
         if plan.before_create is not None:
             plan.before_create(self.ids_used)

@@ -1,9 +1,19 @@
 """PyTorch's own ProcessGroupNCCL: the stock code users run.
 
-A new communicator per init is a new default process group on the same store, the
-restart scenario in which PyTorch reuses its store keys. `stock` turns on PyTorch's
-scalable path through TORCH_NCCL_RANKS_PER_ROOT; `regular` keeps it off; `scoped`
-gives each init a fresh store prefix (the workaround users can apply today).
+Two scenarios (nccl_bench.scenario):
+- restart: a new communicator per init is a new default process group on the same
+  store, in which PyTorch reuses its store keys. `stock` turns on PyTorch's scalable path
+  through TORCH_NCCL_RANKS_PER_ROOT; `regular` keeps it off; `scoped` gives each init a
+  fresh store prefix (the workaround users can apply today).
+- same-group: pytorch#178473's repro. One default process group, created without
+  device_id (lazy, as the seed does), lives across rounds; each round's communicator is
+  made by PyTorch itself when the round's first all_reduce runs on a device the group has
+  no communicator for: cuda:(local rank + index in group) % local GPUs, the seed's
+  `(rank + round) % world`. `stock` = TORCH_NCCL_RANKS_PER_ROOT at --ranks-per-root
+  (scalable init, unscoped keys); `regular` = 128 or the world size (scalable off);
+  `scoped` = ranks per root = world size, what a user can do today (PyTorch then takes
+  its broadcast path, keyed by the group's comm counter). The group is destroyed with its
+  last communicator and aborted with a failed one.
 
 PyTorch exchanges the IDs itself; a recording store under it notes exactly which IDs
 each rank published and read, the same evidence the other backends keep.
@@ -72,6 +82,11 @@ class RecordingStore(dist.Store):
         self.published: dict[str, str] = {}
         self.read: dict[str, str] = {}
 
+    def forget(self) -> None:
+        """same-group: one store serves every communicator of the group; keep one init's IDs."""
+        self.published.clear()
+        self.read.clear()
+
     def _note(self, book, key, value):
         if len(value) == _ID_BYTES:
             book[key] = fingerprint(bytes(value))
@@ -121,6 +136,13 @@ class RecordingStore(dist.Store):
         return self.inner.append(key, value)
 
 
+class _Group:
+    """same-group: the default process group that outlives a round (process-wide, as PyTorch's is)."""
+
+    generation: int | None = None
+    store: RecordingStore | None = None
+
+
 class TorchCommunicator(Communicator):
     name = "torch"
     needs_gpu = True
@@ -130,26 +152,29 @@ class TorchCommunicator(Communicator):
         self.pg = None
         self._works: list = []
         self._store = None
+        self._slot = None  # same-group: this communicator's place in the group
 
     def create(self, plan: InitPlan, deadline: Deadline) -> None:
-        self.rank, self.nranks = plan.rank, plan.nranks
-        self.device = torch.device("cuda", plan.local_rank % max(torch.cuda.device_count(), 1))
+        self.rank, self.nranks, self._slot = plan.rank, plan.nranks, plan.group
+        ndev = max(torch.cuda.device_count(), 1)
+        index = 0 if plan.group is None else plan.group.index
+        self.device = torch.device("cuda", (plan.local_rank + index) % ndev)
         torch.cuda.set_device(self.device)
         for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
             if val:
                 os.environ[var] = val
-        scalable = plan.mode != "regular"
-        os.environ["TORCH_NCCL_RANKS_PER_ROOT"] = str(plan.ranks_per_root if scalable else max(plan.nranks, 128))
+        os.environ["TORCH_NCCL_RANKS_PER_ROOT"] = str(_ranks_per_root(plan))
         # Nonblocking init, so PyTorch itself gives up at the deadline instead of hanging.
         os.environ["TORCH_NCCL_USE_COMM_NONBLOCKING"] = "1"
         os.environ["TORCH_NCCL_NONBLOCKING_TIMEOUT"] = str(max(1, math.ceil(deadline.remaining())))
-        scope = f"torch/{plan.namespace}" + (f"/{plan.counter}" if plan.mode == "scoped" else "")
-        self._store = RecordingStore(dist.PrefixStore(scope, plan.store.raw))
         t0 = time.perf_counter()
         with _Watchdog(self, deadline, "init") as wd:
             try:
-                dist.init_process_group("nccl", store=self._store, rank=plan.rank, world_size=plan.nranks,
-                                        device_id=self.device, timeout=timedelta(seconds=max(deadline.remaining(), 1)))
+                if plan.group is None:
+                    self._new_group(plan, deadline, f"torch/{plan.namespace}"
+                                    + (f"/{plan.counter}" if plan.mode == "scoped" else ""), self.device)
+                else:
+                    self._join_group(plan, deadline)
                 self.pg = dist.group.WORLD
                 # eager init may still be completing: one tiny barrier-free op proves the comm is ready
                 probe = torch.zeros(1, device=self.device)
@@ -162,6 +187,22 @@ class TorchCommunicator(Communicator):
         self.timings.create = time.perf_counter() - t0
         self._record(plan)
         self.created = True
+
+    def _new_group(self, plan: InitPlan, deadline: Deadline, scope: str, device_id) -> None:
+        self._store = RecordingStore(dist.PrefixStore(scope, plan.store.raw))
+        dist.init_process_group("nccl", store=self._store, rank=plan.rank, world_size=plan.nranks,
+                                device_id=device_id, timeout=timedelta(seconds=max(deadline.remaining(), 1)))
+
+    def _join_group(self, plan: InitPlan, deadline: Deadline) -> None:
+        """same-group: the run's group, made on its first round (after aborting one a failed
+        round left behind here); the probe all_reduce on this round's device makes the communicator."""
+        if _Group.generation != plan.group.generation:
+            if dist.is_initialized():  # the round failed elsewhere while this rank's part went well
+                self.abort()
+            self._new_group(plan, deadline, plan.group.namespace(f"torch/{plan.namespace}"), None)
+            _Group.generation, _Group.store = plan.group.generation, self._store
+        self._store = _Group.store
+        self._store.forget()
 
     def _record(self, plan: InitPlan) -> None:
         """The IDs PyTorch read (in key order: root order) and published on this rank."""
@@ -176,12 +217,15 @@ class TorchCommunicator(Communicator):
         self.ids_used = ex
 
     def destroy(self) -> None:
-        if self.pg is not None:
+        # same-group: the communicator stays in its group (as in the seed) until the group's last one
+        if self.pg is not None and (self._slot is None or self._slot.last):
             dist.destroy_process_group()
+            _Group.generation = None
         self.pg = None
         self.created = False
 
     def abort(self) -> None:
+        _Group.generation = None  # same-group: a hung communicator takes its whole group along
         try:
             if dist.is_initialized():
                 dist.distributed_c10d._abort_process_group()
@@ -247,6 +291,17 @@ class TorchCommunicator(Communicator):
             except Exception as e:
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                 raise self._err(kind, op, _torch_error_name(e), _first_line(e)) from None
+
+
+def _ranks_per_root(plan: InitPlan) -> int:
+    """TORCH_NCCL_RANKS_PER_ROOT per mode: PyTorch takes its scalable path only when world > this."""
+    if plan.mode == "stock":
+        return plan.ranks_per_root
+    if plan.mode == "scoped" and plan.group is not None:
+        return max(plan.nranks, plan.ranks_per_root)  # the user's workaround in one group
+    if plan.mode == "scoped":
+        return plan.ranks_per_root  # restart: scalable init under a fresh store prefix per init
+    return max(plan.nranks, 128)
 
 
 def _root_order(key: str) -> int:

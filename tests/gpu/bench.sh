@@ -69,7 +69,7 @@ fi
 {
   V="env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P"
   echo "## nccl_bench"; $V timeout 120 python3 -m nccl_bench bench --backend nccl --collective all_gather \
-    -b 1M -e 1M -n 2 -w 1 --no-algo-confirm --json $OUT/probe.json 2>&1 | grep -E " via |NCCL INFO P2P"
+    -b 1M -e 1M -n 2 -w 1 --no-algo-confirm --verbose --json $OUT/probe.json 2>&1 | grep -E " via |NCCL INFO P2P"
   if [ -x $NT/all_gather_perf ]; then
     echo "## nccl-tests 1proc"; $V timeout 60 $NT/all_gather_perf -g $NG -b 1M -e 1M 2>&1 | grep -E " via |NCCL INFO P2P"
   fi
