@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from nccl_bench import benchfile, collectives, launch, nccl_debug, results
+from nccl_bench.benchtable import footer, memory_line, table
 from nccl_bench.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
@@ -511,19 +512,6 @@ def peak_memory(device, before: dict) -> dict:
     return {k: max(v, before.get(k, 0)) for k, v in now.items()}
 
 
-def memory_line(per_rank: list[dict]) -> str:
-    """nccl-tests' -M line: the rank that used the most."""
-    gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
-    rss = max(range(len(per_rank)), key=lambda r: per_rank[r]["host_peak_rss_bytes"])
-    host = f"host peak RSS {gib(per_rank[rss]['host_peak_rss_bytes'])} (rank {rss})"
-    if "device_used_bytes" not in per_rank[0]:
-        return f"# GPU memory usage : N/A (gloo runs on the CPU); {host}"
-    top = max(range(len(per_rank)), key=lambda r: per_rank[r]["device_used_bytes"])
-    m = per_rank[top]
-    return (f"# GPU memory usage : {gib(m['device_used_bytes'])} of {gib(m['device_total_bytes'])} used on the "
-            f"device (rank {top}; NCCL's buffers included), torch peak {gib(m['torch_peak_bytes'])}; {host}")
-
-
 def nccl_config(o: BenchOptions) -> dict:
     """nccl-tests' config block (its booleans as "true"/"false" strings), less the devices."""
     step = ({"step_factor": int(o.factor) if float(o.factor).is_integer() else o.factor} if o.factor
@@ -542,50 +530,6 @@ def _exit_code(rows: list[dict], confirmation: dict, o: BenchOptions, say=None) 
     if say and mismatched:
         say("# algorithm not confirmed: " + "; ".join(f"{c} asked {a}, NCCL used {u}" for a, c, u in mismatched))
     return EXIT_FAILED if wrong or mismatched else 0
-
-
-# --- output --------------------------------------------------------------------------------------------
-_PLACE = ["time", "algbw", "busbw", "#wrong"]
-_PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%"]  # -I: nccl-tests' extra columns per placement
-
-
-def table(rows: list[dict], title: str) -> str:
-    """nccl-tests' columns: size count type redop root | out-of-place | in-place [| timestamp]."""
-    from tabulate import tabulate
-    per_iter = bool(rows) and "out_of_place_per_iter" in rows[0]
-    stamped = bool(rows) and "timestamp" in rows[0]
-
-    def place(r, p):
-        m = r[p]
-        cells = [f"{m['time'] if 'time' in m else m['cpu_time']:.2f}", f"{m['alg_bw']:.2f}", f"{m['bus_bw']:.2f}",
-                 "N/A" if m["nwrong"] is None else m["nwrong"]]
-        if per_iter:
-            i = r[p + "_per_iter"]
-            cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}"]
-        return cells
-    head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
-            *(["timestamp"] if stamped else [])]
-    body = [[r["size"], r["count"], r["type"], r["redop"], r["root"], *place(r, "out_of_place"), *place(r, "in_place"),
-             *([r["timestamp"]] if stamped else [])] for r in rows]
-    text = tabulate(body, headers=head, tablefmt="plain", disable_numparse=True, colalign=("right",) * len(head))
-    lines = text.splitlines()
-    cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
-    time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
-    units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
-             + (" i_min i_max i_p99 (us) i_cv%" if per_iter else "") + "  |  in-place: the same")
-    notes = [f"# in-place {r['collective']}: timed, not checked (point-to-point in place has no defined "
-             "order across processes)" for r in rows[:1] if r["in_place"]["nwrong"] is None
-             and r["out_of_place"]["nwrong"] is not None]
-    return "\n".join([f"# {title}", f"# {units}", "#" + lines[0][1:], *lines[1:], *notes])
-
-
-def footer(rows: list[dict]) -> str:
-    """nccl-tests' closing lines: wrong values over the run and the average busbw."""
-    wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in ("out_of_place", "in_place"))
-    bws = [r[p]["bus_bw"] for r in rows for p in ("out_of_place", "in_place")]
-    avg = sum(bws) / len(bws) if bws else 0.0
-    return (f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}\n"
-            f"# Avg bus bandwidth    : {avg:.4g}")
 
 
 def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, launch_path: str | None = None) -> dict:

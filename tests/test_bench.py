@@ -5,7 +5,8 @@ import pytest
 
 from helpers import one_line_error, run
 from nccl_bench import benchfile, readers
-from nccl_bench.bench import BenchOptions, _exit_code, footer, table
+from nccl_bench.bench import BenchOptions, _exit_code
+from nccl_bench.benchtable import footer, table
 from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions
 

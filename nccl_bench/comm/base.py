@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import socket
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
