@@ -75,7 +75,7 @@ def main() -> int:
                     f"({e['elapsed']:.2f}s)" for e in everyone), flush=True)
         return 0
 
-    return run_job([__file__, *sys.argv[1:]], opts, worker)
+    return run_job([__file__, *sys.argv[1:]], opts, worker, result=a.out)  # library logs beside the output
 
 
 if __name__ == "__main__":
