@@ -465,7 +465,10 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                 memory = job.store.all_gather_obj("bench/memory", memory, timeout=60)
         except (CommError, BarrierTimeout) as e:
             error = e
-        rows = group.collect(rows)
+        try:
+            rows = group.collect(rows)
+        except BarrierTimeout as e:  # a group's first rank is gone: keep what this rank's group measured
+            error = error or e
         if job.rank != 0:
             if error is not None:
                 raise error

@@ -47,12 +47,11 @@ def verdict(log_ratio: float, threshold_log: float, higher_is_better: bool) -> s
 # --- bench ------------------------------------------------------------------------------------
 def _bench_points(results) -> dict[tuple, dict]:
     """(collective, series, place, size) -> the place's measurements; later files win on duplicates."""
-    from nccl_bench.plot import series_key
+    from nccl_bench.plot import series_key, series_label
     out = {}
     for res in results:
         for row in res.rows:
-            algo, init, how = series_key(res, row)
-            series = f"{algo}, {init}" + (", graph" if how == "graph" else "")
+            series = series_label(series_key(res, row))
             for place in ("out_of_place", "in_place"):
                 out[(row["collective"], series, place, row["size"])] = row[place]
     return out

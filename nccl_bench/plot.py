@@ -121,9 +121,29 @@ def anchors(machine: str) -> dict[tuple[str, str], dict[int, tuple[float, float]
 
 # --- bench ------------------------------------------------------------------------------------
 def series_key(result, row) -> tuple:
-    """One line per (algo, init mode, eager|graph), and per file when several are drawn."""
+    """One line per (algo, init mode, eager|graph, variant), and per file when several are drawn."""
     graph = (result.meta.get("bench") or {}).get("cudagraph") or 0
-    return (row.get("algo", "default"), row.get("init", "?"), "graph" if row.get("graph", graph) else "eager")
+    return (row.get("algo", "default"), row.get("init", "?"), "graph" if row.get("graph", graph) else "eager",
+            variant(row))
+
+
+def variant(row) -> str:
+    """What sets apart rows of one collective and size beyond algo and init: the type, op and root
+    (-d/-o/-r all) and the split group; '' for the defaults (float, sum, root 0, no split)."""
+    parts = [] if row.get("type", "float") == "float" else [row["type"]]
+    if row.get("redop") not in (None, "sum", "none"):
+        parts.append(row["redop"])
+    root = str(row.get("root", -1)).strip()
+    if root not in ("-1", "0"):
+        parts.append(f"root {root}")
+    if row.get("group") is not None:
+        parts.append(f"group {row['group']}")
+    return ", ".join(parts)
+
+
+def series_label(key: tuple) -> str:
+    algo, init, how, var = key
+    return f"{algo}, {init}" + (", graph" if how == "graph" else "") + (f", {var}" if var else "")
 
 
 def _bench_lines(results, collective: str, max_size: float | None = None):
@@ -134,8 +154,7 @@ def _bench_lines(results, collective: str, max_size: float | None = None):
         for row in res.rows:
             if row["collective"] != collective or (max_size and row["size"] > max_size):
                 continue
-            algo, init, how = series_key(res, row)
-            label = f"{algo}, {init}" + (", graph" if how == "graph" else "") + (f" [{res.path.stem}]" if many else "")
+            label = series_label(series_key(res, row)) + (f" [{res.path.stem}]" if many else "")
             lines.setdefault(label, []).append((row["size"], row))
     return {k: sorted(v, key=lambda t: t[0]) for k, v in lines.items()}
 

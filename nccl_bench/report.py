@@ -151,7 +151,8 @@ class Report:
         for res in results:
             self.add(f"### {res.given}", "")
             summary, detail = [], []
-            for (coll, algo, init, how), rows in _bench_series(res).items():
+            for (coll, algo, init, how, var), rows in _bench_series(res).items():
+                how = how + (f", {var}" if var else "")
                 rows.sort(key=lambda r: r["size"])
                 best = max(rows, key=lambda r: r["out_of_place"]["bus_bw"])
                 wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in ("out_of_place", "in_place"))

@@ -187,3 +187,18 @@ def test_out_folder_with_files_is_refused(tmp_path):
 def test_fail_on_regression_without_compare_is_refused(tmp_path):
     err = one_line_error(report(FIX / "bench_gloo.json", "--out", tmp_path / "r", "--fail-on-regression"))
     assert "--fail-on-regression needs --compare" in err and not (tmp_path / "r").exists()
+
+
+def test_rows_of_other_types_ops_roots_and_groups_stay_apart():
+    """-d/-o/-r all and --split give several rows per (collective, size): each is its own series."""
+    from pathlib import Path
+    place = {"time": 1.0, "alg_bw": 1.0, "bus_bw": 1.0, "nwrong": 0}
+    base = {"collective": "reduce", "size": 64, "count": 16, "algo": "default", "init": "regular",
+            "out_of_place": place, "in_place": place}
+    rows = [{**base, "type": t, "redop": op, "root": root, **({"group": g} if g is not None else {})}
+            for t, op, root, g in [("float", "sum", 0, None), ("half", "sum", 0, None), ("float", "max", 0, None),
+                                   ("float", "sum", 1, None), ("float", "sum", 0, 1)]]
+    res = readers.Result(Path("x.json"), "x.json", "bench", {}, rows)
+    series = {k[1] for k in compare._bench_points([res]) if k[2] == "out_of_place"}
+    assert series == {"default, regular", "default, regular, half", "default, regular, max",
+                      "default, regular, root 1", "default, regular, group 1"}

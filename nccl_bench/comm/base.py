@@ -22,6 +22,7 @@ from nccl_bench.deadline import Deadline
 from nccl_bench.errors import UsageError
 from nccl_bench.scenario import GroupSlot
 
+EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (bench's default -T)
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
 _PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),

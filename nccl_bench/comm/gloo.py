@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from nccl_bench.bootstrap import exchange_for
-from nccl_bench.comm.base import Communicator, InitPlan, id_prefix, round_views
+from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, id_prefix, round_views
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded
 
@@ -137,11 +137,9 @@ class GlooCommunicator(Communicator):
             for src, dst in copies:
                 dst.copy_(src)
             work = [(self.pg.send if op == "send" else self.pg.recv)([view], peer, 0) for op, peer, view in moves]
-            if last:
-                self._work.extend(work)
-            else:  # the next round may forward what this one receives
-                for w in work:
-                    w.wait()
+            self._work.extend(work)
+            if not last:  # the next round may forward what this one receives: wait, bounded, errors mapped
+                self.wait(Deadline(EXCHANGE_ROUND_S), "exchange")
 
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         work, self._work = self._work, []

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from nccl_bench import launchloop
 from nccl_bench.bootstrap import exchange_for
 from nccl_bench.comm.base import Communicator, InitPlan, without_in_place_copies
 from nccl_bench.deadline import Deadline
@@ -65,10 +66,9 @@ class _CheckedLoop:
         self.loop, self.comm, self.collective, self.kind = loop, comm, collective, loop.kind
 
     def run(self, first: int, n: int) -> float:
-        from nccl_bench.launchloop import LoopError
         try:
             return self.loop.run(first, n)
-        except LoopError as e:
+        except launchloop.LoopError as e:
             c = self.comm
             raise c._err(CommError, self.collective, lib_error_name(c.nb, e.code),
                          f"iteration {e.iteration}; {c._last_error()}") from None
@@ -291,34 +291,39 @@ class NcclCommunicator(Communicator):
 
     def launch_loop(self, collective, views, stream=None, **args):
         """The timed loop in C over NCCL's own entry points (nccl_bench.launchloop), for a blocking
-        communicator where the compiled loop is available; else the Python loop."""
-        from nccl_bench import launchloop
-        if self.blocking and launchloop.compiled()[0] is not None:
+        communicator where the compiled loop and those entry points are available; else the Python loop."""
+        if self.launch_path() == "compiled":
             comm = int(self.comm.ptr)
             steps = [[(self._fn_ptr(name), a) for name, a in self._calls(collective, s, r, comm, stream=stream, **args)]
                      for s, r in views]
-            return _CheckedLoop(launchloop.CompiledLoop(steps), self, collective)
+            if all(fn for step in steps for fn, _ in step):  # never call address 0
+                return _CheckedLoop(launchloop.CompiledLoop(steps), self, collective)
         return super().launch_loop(collective, views, stream=stream, **args)
 
     def launch_path(self) -> str:
-        from nccl_bench import launchloop
+        """Which loop launch_loop() runs: "compiled", or "python (why)"."""
         fn, why = launchloop.compiled()
         if not self.blocking:
             return "python (nonblocking communicator)"
-        return "compiled" if fn is not None else f"python ({why})"
+        if fn is None:
+            return f"python ({why})"
+        return "compiled" if self._fn_ptr("all_reduce") else "python (nccl4py shows no NCCL function addresses)"
 
     def _fn_ptr(self, binding: str) -> int:
-        """The address of the NCCL function that nccl4py's binding `binding` calls, in the libnccl it loaded."""
-        from nccl.bindings._internal import nccl as loaded
-        symbol = _SYMBOLS[binding]
-        for key in ("__" + symbol, symbol):
-            try:
-                ptr = loaded._inspect_function_pointer(key)
-            except Exception:
-                ptr = 0
-            if ptr:
-                return int(ptr)
-        raise self._err(CommError, "launch_loop", "ncclSystemError", f"{symbol} not found in the loaded libnccl")
+        """The address of the NCCL function that nccl4py's binding `binding` calls, in the libnccl it
+        loaded (0 when nccl4py does not show it); looked up once per communicator."""
+        ptrs = self.__dict__.setdefault("_fn_ptrs", {})
+        if binding not in ptrs:
+            from nccl.bindings._internal import nccl as loaded
+            symbol, ptrs[binding] = _SYMBOLS[binding], 0
+            for key in ("__" + symbol, symbol):
+                try:
+                    ptrs[binding] = int(loaded._inspect_function_pointer(key) or 0)
+                except Exception:  # a private nccl4py helper: its absence means the Python loop
+                    continue
+                if ptrs[binding]:
+                    break
+        return ptrs[binding]
 
     def register(self, buffers, mode: int) -> list:
         """-R: 1 ncclCommRegister (local), 2 ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC

@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 from nccl_bench.bootstrap import IdExchange, fingerprint
-from nccl_bench.comm.base import Communicator, InitPlan, round_views
+from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import CommError, DeadlineExceeded, EXIT_FAILED
 
@@ -275,11 +275,9 @@ class TorchCommunicator(Communicator):
                 dst.copy_(src)
             ops = [dist.P2POp(dist.isend if op == "send" else dist.irecv, view, peer) for op, peer, view in moves]
             works = dist.batch_isend_irecv(ops) if ops else []
-            if last:
-                self._works.extend(works)
-            else:  # the next round may forward what this one receives
-                for w in works:
-                    w.wait()
+            self._works.extend(works)
+            if not last:  # the next round may forward what this one receives: wait, bounded, errors mapped
+                self.wait(Deadline(EXCHANGE_ROUND_S), "exchange")
 
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
         works, self._works = self._works, []
