@@ -40,6 +40,10 @@ class Behind:
         self.mine: dict[int, dict | None] = {}  # seq -> this rank's outcome, once published
         self.sent: set[int] = set()  # seqs whose outcome this rank has published
 
+    def due(self, seq: int) -> int:
+        """The last round whose teardown must be known before round `seq` starts (K = depth behind it)."""
+        return seq - self.depth - 1
+
     def add(self, row: dict, missing: list, context: dict) -> None:
         self.rows.append((row, missing, context))
 

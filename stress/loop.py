@@ -235,8 +235,8 @@ class Run:
             if lost is None:
                 raise
             return self.lost_row(seq, mode, r, skews, None, lost)
-        if self.behind:  # every rank published round seq - k - 1's teardown before this barrier
-            self.keep(self.behind.collect(seq - opts.destroys_in_flight - 1))
+        if self.behind:  # every rank published the due round's teardown before this barrier
+            self.keep(self.behind.collect(self.behind.due(seq)))
         if "store-loss" in faults:  # rank 0 hosts the store: dropping its server takes it away
             job.store.server = None
         rec = absent(job, plan) if "missing-rank" in faults else run_round(
@@ -309,12 +309,12 @@ class Run:
 
     def rounds(self, todo: list[tuple[int, str, int]]) -> dict | None:
         """The rounds in order; why the run was cut short, or None. Rows are kept as they complete."""
-        job, opts, k = self.job, self.opts, self.opts.destroys_in_flight
+        job, opts = self.job, self.opts
         cut = None
         last = time.perf_counter()
         for seq, mode, r in todo:
-            if self.behind:  # backpressure: round seq - k - 1's teardown ends before this round starts
-                self.behind.publish(seq - k - 1)
+            if self.behind:  # backpressure: the due round's teardown ends before this round starts
+                self.behind.publish(self.behind.due(seq))
             row = self.one(seq, mode, r)
             if self.groups:  # a failed round ends its process group on every rank
                 self.groups.finished(row["verdict"] == "ok")
