@@ -526,7 +526,7 @@ def nccl_config(o: BenchOptions) -> dict:
 
 
 def _exit_code(rows: list[dict], confirmation: dict, o: BenchOptions, say=None) -> int:
-    wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in ("out_of_place", "in_place"))
+    wrong, _ = benchfile.totals(rows)
     mismatched = sorted({(r["algo"], r["collective"], r["algo_confirmed"]) for r in rows
                          if r["algo"] != "default" and r["algo_confirmed"] not in (None, "p2p")
                          and r["algo_confirmed"].lower() != r["algo"]})

@@ -62,11 +62,17 @@ def result_object(row: dict, experiment: str) -> dict:
     return out
 
 
+def totals(rows: list[dict]) -> tuple[int, float]:
+    """nccl-tests' run totals: wrong values over every row and place, and the average busbw."""
+    wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in PLACES)
+    bws = [r[p]["bus_bw"] for r in rows for p in PLACES]
+    return wrong, sum(bws) / len(bws) if bws else 0.0
+
+
 def document(rows: list[dict], meta: dict, config: dict, devices: list[dict], start_time: str,
              args: list[str], errors: list[str]) -> dict:
     """The whole file, nccl-tests' keys first."""
-    wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in PLACES)
-    bws = [r[p]["bus_bw"] for r in rows for p in PLACES]
+    wrong, average = totals(rows)
     experiment = os.environ.get("NCCL_TESTS_EXPERIMENT_NAME", "")
     return {
         "version": VERSION, "start_time": start_time, "args": args,
@@ -75,7 +81,7 @@ def document(rows: list[dict], meta: dict, config: dict, devices: list[dict], st
         "config": {**config, "devices": devices},
         "results": [result_object(r, experiment) for r in rows],
         "out_of_bounds": {"count": wrong, "okay": flag(not wrong)},
-        "average_bus_bandwidth": {"bandwidth": sum(bws) / len(bws) if bws else 0.0, "okay": "unchecked"},
+        "average_bus_bandwidth": {"bandwidth": average, "okay": "unchecked"},
         "errors": errors, "end_time": now(),
         "kind": "bench", "schema": SCHEMA, "meta": meta,
     }

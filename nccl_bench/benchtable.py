@@ -2,6 +2,8 @@
 and -M's memory line. Rows are the sweep's (nccl_bench.sweep); nothing here measures."""
 from __future__ import annotations
 
+from nccl_bench.benchfile import totals
+
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
 _PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%"]  # -I: nccl-tests' extra columns per placement
 
@@ -38,9 +40,7 @@ def table(rows: list[dict], title: str) -> str:
 
 def footer(rows: list[dict]) -> str:
     """nccl-tests' closing lines: wrong values over the run and the average busbw."""
-    wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in ("out_of_place", "in_place"))
-    bws = [r[p]["bus_bw"] for r in rows for p in ("out_of_place", "in_place")]
-    avg = sum(bws) / len(bws) if bws else 0.0
+    wrong, avg = totals(rows)
     return (f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}\n"
             f"# Avg bus bandwidth    : {avg:.4g}")
 

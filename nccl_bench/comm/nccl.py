@@ -113,15 +113,6 @@ class NcclCommunicator(Communicator):
         except Exception:
             return ""
 
-    def _call(self, op: str, fn, *args, **kw):
-        try:
-            fn(*args, **kw)
-        except self.nb.NCCLError as e:
-            raise self._err(CommError, op, error_name(self.nb, e),
-                            self._last_error()) from None
-        if not self.blocking:
-            self._settle(op, self._op_deadline)
-
     # --- lifecycle -------------------------------------------------------------------------
     def create(self, plan: InitPlan, deadline: Deadline) -> None:
         nc = self.nc
@@ -174,50 +165,34 @@ class NcclCommunicator(Communicator):
             self.created = False
 
     # --- collectives ------------------------------------------------------------------------
-    def _stream_arg(self) -> int:
-        return torch.cuda.current_stream().cuda_stream
-
     def set_deadline(self, deadline: Deadline) -> None:
         """Deadline for the 'in progress' polls of the calls that follow."""
         self._op_deadline = deadline
 
+    # Each collective is one prepare()'d launch: the same NCCL calls the timed loop makes.
     def all_reduce(self, send, recv, op):
-        self._call("all_reduce", self.comm.allreduce, send, recv, self._op(op), stream=self._stream_arg())
+        self.prepare("all_reduce", send, recv, op=op)()
 
     def all_gather(self, send, recv):
-        self._call("all_gather", self.comm.allgather, send, recv, stream=self._stream_arg())
+        self.prepare("all_gather", send, recv)()
 
     def reduce_scatter(self, send, recv, op):
-        self._call("reduce_scatter", self.comm.reduce_scatter, send, recv, self._op(op), stream=self._stream_arg())
+        self.prepare("reduce_scatter", send, recv, op=op)()
 
     def broadcast(self, send, recv, root):
-        self._call("broadcast", self.comm.broadcast, send, recv, root, stream=self._stream_arg())
+        self.prepare("broadcast", send, recv, root=root)()
 
     def reduce(self, send, recv, op, root):
-        self._call("reduce", self.comm.reduce, send, recv, self._op(op), root, stream=self._stream_arg())
+        self.prepare("reduce", send, recv, op=op, root=root)()
 
     def alltoall(self, send, recv):
-        self._call("alltoall", self.comm.alltoall, send, recv, stream=self._stream_arg())
+        self.prepare("alltoall", send, recv)()
 
     def sendrecv(self, send, recv, to, frm):
-        s = self._stream_arg()
-        nc = self.nc
-
-        def pair():
-            with nc.group():
-                self.comm.send(send, to, stream=s)
-                self.comm.recv(recv, frm, stream=s)
-        self._call("sendrecv", pair)
+        self.prepare("sendrecv", send, recv, to=to, frm=frm)()
 
     def exchange(self, send, recv, rounds):
-        nb, st = self.nb, torch.cuda.current_stream(self.device)
-        for name, args in self._calls("exchange", send, recv, self.comm._comm, stream=st, rounds=rounds):
-            try:
-                getattr(nb, name)(*args)
-            except nb.NCCLError as e:
-                raise self._err(CommError, "exchange", error_name(nb, e), self._last_error()) from None
-            if name == "group_end" and not self.blocking:  # a nonblocking group may end "in progress"
-                self._settle("exchange", self._op_deadline)
+        self.prepare("exchange", send, recv, rounds=rounds)()
 
     def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
         """ncclMemAlloc'd memory, as nccl-tests (>= 2.19) allocates its buffers: cuMem-backed, so NCCL
@@ -262,15 +237,21 @@ class NcclCommunicator(Communicator):
         return out
 
     def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None):
-        """Each launch is one raw binding call per NCCL call (no per-call argument resolution).
-
-        Meant for a blocking communicator (InitPlan(blocking=True)): a nonblocking one needs a
-        get_async_error() poll after every call, which this path skips.
-        """
+        """Each launch is one raw binding call per NCCL call (no per-call argument resolution). On a
+        nonblocking communicator each call that stands alone or ends a group may return 'in progress'
+        and is polled until it settles before the next one, as NCCL requires."""
         nb = self.nb
-        bound = [(getattr(nb, name), args) for name, args in
-                 self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds)]
-        if len(bound) == 1:
+        calls = self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds)
+        bound = [(getattr(nb, name), args) for name, args in calls]
+        if not self.blocking:
+            settles = [name not in ("group_start", "send", "recv") for name, _ in calls]
+
+            def launch():
+                for (fn, args), settle in zip(bound, settles):
+                    fn(*args)
+                    if settle:
+                        self._settle(collective, self._op_deadline)
+        elif len(bound) == 1:
             (fn, args), = bound
 
             def launch():
@@ -279,8 +260,6 @@ class NcclCommunicator(Communicator):
             def launch():
                 for fn, args in bound:
                     fn(*args)
-        if not self.blocking:
-            return lambda: self._call(collective, launch)
 
         def checked():
             try:

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Small-message latency (issue 16) beside nccl-tests built in the same call, on any number of GPUs.
+# Both tools run one process per GPU (nccl-tests under mpiexec when it was built with MPI and there is
+# more than one GPU), with -n 20 -w 5 -c 1 -N 3:
+#   all_reduce Ring and Tree 8 B..64 KiB; all_gather reduce_scatter broadcast sendrecv at 8 B and 1 KiB;
+#   all_reduce -G 20 8 B..64 KiB; nccl-tests' -C 1 host time per launch beside our host_us.
+# Ours twice: through the compiled loop, and through the Python loop (NCCL_BENCH_LAUNCH=python).
+# Logs and JSON under $OUT; the judge's table (tests/gpu/latency_judge.py) comes last.
+set -u
+source tests/gpu/env.sh
+N="-n 20 -w 5 -c 1 -N 3"
+NG=$(nvidia-smi -L | wc -l)
+CONFIRM=""; [ "$NG" -lt 2 ] && CONFIRM="--no-algo-confirm"  # one rank: NCCL copies, no Ring or Tree to confirm
+B="timeout 240 python3 -m nccl_bench bench --backend nccl $N"
+ours() {  # TAG: our three runs, JSON in $OUT/lat_TAG_*.json
+  $B --collective all_reduce --algo ring,tree -b 8 -e 64K -f 2 $CONFIRM -J $OUT/lat_$1_allreduce.json; echo "exit $?"
+  $B --collective all_gather,reduce_scatter,broadcast,sendrecv -b 8 -e 1K -f 128 -J $OUT/lat_$1_others.json
+  echo "exit $?"
+  $B --collective all_reduce -G 20 -b 8 -e 64K -f 2 --no-algo-confirm -J $OUT/lat_$1_graph.json; echo "exit $?"
+}
+{
+  echo "== ours, compiled loop"; ours c
+  echo "== ours, Python loop"; NCCL_BENCH_LAUNCH=python ours py
+} > $OUT/latency.log 2>&1
+bash tests/gpu/nccltests.sh
+NT=/tmp/nccltests/build; NTM=/tmp/nccltests/build_mpi
+if [ -x $NT/all_reduce_perf ]; then
+  source /tmp/nccltests/env
+  nt() {  # SECTION BINARY ARGS...: one process per GPU
+    local section=$1 bin=$2; shift 2
+    if [ "$NG" -gt 1 ] && [ -x $NTM/$bin ]; then echo "## $section mpi"; timeout 120 mpiexec -n $NG $NTM/$bin -g 1 "$@"
+    elif [ "$NG" -eq 1 ]; then echo "## $section mpi"; timeout 120 $NT/$bin -g 1 "$@"
+    else echo "## $section: no MPI build, skipped"; fi
+  }
+  {
+    for algo in Ring Tree; do NCCL_ALGO=$algo nt "all_reduce $algo" all_reduce_perf -b 8 -e 64K -f 2 $N; done
+    for c in all_gather reduce_scatter broadcast sendrecv; do nt "$c default" ${c}_perf -b 8 -e 1K -f 128 $N; done
+    nt "all_reduce graph" all_reduce_perf -b 8 -e 64K -f 2 $N -G 20
+    nt "all_reduce cputime" all_reduce_perf -b 8 -e 64K -f 2 $N -C 1
+  } > $OUT/nccltests.log 2>&1
+fi
+grep -E "^== |^exit|FAILED|Traceback|rror" $OUT/latency.log | head -30
+python3 tests/gpu/latency_judge.py "$OUT" | tee $OUT/latency_table.txt
