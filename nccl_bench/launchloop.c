@@ -18,25 +18,33 @@ struct nb_call {
   uintptr_t arg[8];
 };
 
+static int call(const struct nb_call *c) {
+  return c->fn(c->arg[0], c->arg[1], c->arg[2], c->arg[3], c->arg[4], c->arg[5], c->arg[6], c->arg[7]);
+}
+
 /* Iterations first .. first+n-1; iteration i makes the per_iter calls that start at
- * calls[(i % steps) * per_iter]. Stops at the first call that returns nonzero and returns
- * that value (its iteration in *failed_iter). *host_ns: the host time of the whole loop. */
+ * calls[(i % steps) * per_iter]. `before` and `after` (each NULL or one call, e.g. a CUDA event
+ * record) are made right before the first and right after the last launch, so that nothing of
+ * the caller's lies between them and the loop; `marks` (NULL or n / mark_every calls) one after
+ * every mark_every iterations. Stops at the first call that returns nonzero and returns that
+ * value (its iteration in *failed_iter, -1 for before/after). *host_ns: the host time of the
+ * launches and marks, without before/after. */
 int nb_run(const struct nb_call *calls, int per_iter, long steps, long first, long n,
-           long *failed_iter, int64_t *host_ns) {
+           const struct nb_call *before, const struct nb_call *after, const struct nb_call *marks,
+           long mark_every, long *failed_iter, int64_t *host_ns) {
   struct timespec t0, t1;
   int rc = 0;
+  *failed_iter = -1;
+  if (before && (rc = call(before)) != 0) return rc;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (long i = first; i < first + n && rc == 0; i++) {
     const struct nb_call *c = calls + (i % steps) * per_iter;
-    for (int k = 0; k < per_iter; k++, c++) {
-      rc = c->fn(c->arg[0], c->arg[1], c->arg[2], c->arg[3], c->arg[4], c->arg[5], c->arg[6], c->arg[7]);
-      if (rc != 0) {
-        *failed_iter = i;
-        break;
-      }
-    }
+    for (int k = 0; k < per_iter && rc == 0; k++, c++) rc = call(c);
+    if (rc == 0 && marks && (i - first + 1) % mark_every == 0) rc = call(marks + (i - first) / mark_every);
+    if (rc != 0) *failed_iter = i;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   *host_ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  if (rc == 0 && after) rc = call(after);
   return rc;
 }

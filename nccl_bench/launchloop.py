@@ -12,7 +12,11 @@ NCCL_BENCH_LAUNCH=python asks for the Python loop (to compare the two).
 
 A loop's `run(first, n)` makes iterations first .. first+n-1 (iteration i uses the calls of
 step i % steps, as nccl-tests moves its buffers per iteration) and returns the host seconds
-the loop took: what `-C/--report_cputime` reports.
+the loop took: what `-C/--report_cputime` reports. The timer's CUDA events go into the loop
+too (`record(event, stream)` makes a hook, `run(..., before=, after=, marks=)` makes it): in
+the compiled loop they are recorded from C right before the first and after the last launch,
+so the interpreter's time around the loop (calling into C, returning) is not timed, as nccl-tests'
+timer holds only its loop.
 """
 from __future__ import annotations
 
@@ -98,8 +102,9 @@ def compiled():
         try:
             lib = ctypes.CDLL(str(build()))  # CDLL: the GIL is released while the loop runs
             fn = lib.nb_run
-            fn.argtypes = [ctypes.POINTER(_Call), ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_long,
-                           ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int64)]
+            call = ctypes.POINTER(_Call)
+            fn.argtypes = [call, ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_long, call, call, call,
+                           ctypes.c_long, ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int64)]
             fn.restype = ctypes.c_int
             _LIB.append((fn, None))
         except OSError as e:
@@ -108,6 +113,28 @@ def compiled():
 
 
 Call = tuple  # (function pointer: int, args: tuple of ints)
+
+
+def _calls(calls: Sequence[Call]):
+    """A C array of nb_call from (function pointer, integer args) pairs."""
+    out = (_Call * len(calls))()
+    for slot, (ptr, args) in zip(out, calls):
+        if len(args) > MAX_ARGS:
+            raise ValueError(f"a call takes at most {MAX_ARGS} arguments")
+        slot.fn = ptr
+        for k, a in enumerate(args):
+            slot.arg[k] = int(a) & 0xFFFFFFFFFFFFFFFF  # ints (e.g. a root of -1) as two's complement
+    return out
+
+
+_EVENT_RECORD: list[int] = []
+
+
+def _event_record() -> int:
+    """cuEventRecord's address in the CUDA driver (runtime events and streams are the driver's)."""
+    if not _EVENT_RECORD:
+        _EVENT_RECORD.append(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuEventRecord, ctypes.c_void_p).value)
+    return _EVENT_RECORD[0]
 
 
 class CompiledLoop:
@@ -122,19 +149,22 @@ class CompiledLoop:
         per_iter = len(steps[0])
         if any(len(s) != per_iter for s in steps):
             raise ValueError("every step must make the same number of calls")
-        flat = [c for s in steps for c in s]
-        self._calls = (_Call * len(flat))()
-        for slot, (ptr, args) in zip(self._calls, flat):
-            if len(args) > MAX_ARGS:
-                raise ValueError(f"a call takes at most {MAX_ARGS} arguments")
-            slot.fn = ptr
-            for k, a in enumerate(args):
-                slot.arg[k] = int(a) & 0xFFFFFFFFFFFFFFFF  # ints (e.g. a root of -1) as two's complement
+        self._calls = _calls([c for s in steps for c in s])
         self._run, self._per_iter, self._steps = fn, per_iter, len(steps)
         self._failed, self._ns = ctypes.c_long(0), ctypes.c_int64(0)
 
-    def run(self, first: int, n: int) -> float:
-        rc = self._run(self._calls, self._per_iter, self._steps, first, n, ctypes.byref(self._failed),
+    @staticmethod
+    def record(event, stream) -> Call:
+        """A hook recording torch.cuda.Event `event` on torch.cuda.Stream `stream`, from C."""
+        if not event.cuda_event:
+            event.record(stream)  # torch makes the CUDA event at its first record
+        return _event_record(), (event.cuda_event, stream.cuda_stream)
+
+    def run(self, first: int, n: int, before: Call | None = None, after: Call | None = None,
+            marks: Sequence[Call] | None = None, mark_every: int = 1) -> float:
+        one = lambda c: _calls([c]) if c else None  # noqa: E731
+        rc = self._run(self._calls, self._per_iter, self._steps, first, n, one(before), one(after),
+                       _calls(marks) if marks else None, mark_every, ctypes.byref(self._failed),
                        ctypes.byref(self._ns))
         if rc != 0:
             raise LoopError(rc, self._failed.value)
@@ -149,12 +179,29 @@ class PythonLoop:
     def __init__(self, launches: Sequence[Callable[[], None]]):
         self._launches = list(launches)
 
-    def run(self, first: int, n: int) -> float:
+    @staticmethod
+    def record(event, stream) -> Callable[[], None]:
+        return lambda: event.record(stream)
+
+    def run(self, first: int, n: int, before: Callable[[], None] | None = None,
+            after: Callable[[], None] | None = None, marks: Sequence[Callable[[], None]] | None = None,
+            mark_every: int = 1) -> float:
         launches, steps = self._launches, len(self._launches)
+        if before:
+            before()
         t0 = time.perf_counter()
-        for i in range(first, first + n):
-            launches[i % steps]()
-        return time.perf_counter() - t0
+        if marks:
+            for i in range(first, first + n):
+                launches[i % steps]()
+                if (i - first + 1) % mark_every == 0:
+                    marks[(i - first) // mark_every]()
+        else:  # the plain loop: nothing but the launches between two launches
+            for i in range(first, first + n):
+                launches[i % steps]()
+        host = time.perf_counter() - t0
+        if after:
+            after()
+        return host
 
 
 def main() -> int:

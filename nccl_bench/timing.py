@@ -1,7 +1,8 @@
 """The only place that times: seconds per operation of a launch loop, and its host cost.
 
 GPU: CUDA events around the whole loop of `iters` launches on one stream (as nccl-tests times
-its loop, not each call). Before it, as nccl-tests' BenchTime does, one untimed "sync"
+its loop, not each call), recorded by the loop itself right before its first and after its last
+launch (nccl_bench.launchloop: from C in the compiled loop). Before it, as nccl-tests' BenchTime does, one untimed "sync"
 launch (iteration 0) and a wait: the GPU starts the loop idle, so the time includes the
 host's launch cost as nccl-tests' does, and the ranks, which see that launch end together,
 start the loop together. The warm-up proper (-w launches at the largest and the smallest
@@ -119,13 +120,15 @@ def _eager(loop, plan: TimingPlan, wait, stream) -> Timing:
     # -I: one event per iteration, made before the loop, recorded after each iteration on the same
     # stream (recording is all the loop pays)
     marks = [start] + ([event() for _ in range(plan.iters)] if plan.per_iter else [])
-    recorded = iter(marks[1:])
-
-    def mark():
-        next(recorded).record(stream)
-    start.record(stream)
-    host = _launch_all(loop, plan, stream.synchronize, mark if plan.per_iter else None)
-    end.record(stream)
+    if plan.blocking:  # -z: each launch waited for, from here
+        recorded = iter(marks[1:])
+        start.record(stream)
+        host = _launch_all(loop, plan, stream.synchronize,
+                           (lambda: next(recorded).record(stream)) if plan.per_iter else None)
+        end.record(stream)
+    else:  # the loop records the events itself, right around its launches
+        host = loop.run(0, plan.ops, before=loop.record(start, stream), after=loop.record(end, stream),
+                        marks=[loop.record(m, stream) for m in marks[1:]], mark_every=plan.agg)
     wait()
     end.synchronize()
     per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None

@@ -45,6 +45,32 @@ def test_a_failing_call_stops_the_loop_with_its_code_and_iteration():
     assert (e.value.code, e.value.iteration, len(seen)) == (5, 2, 3)
 
 
+@needs_compiled
+def test_timer_hooks_sit_right_around_the_launches():
+    # as timing records its CUDA events: before the first launch, a mark after every 2 iterations,
+    # after the last; the host time counts the launches and marks only
+    seen = []
+    cb, ptr = recorder(seen)
+    loop = CompiledLoop([[(ptr, (0,))], [(ptr, (1,))]])
+    hook = lambda tag: (ptr, (tag,))  # noqa: E731
+    loop.run(0, 4, before=hook(10), after=hook(11), marks=[hook(20), hook(21)], mark_every=2)
+    assert [a[0] for a in seen] == [10, 0, 1, 20, 0, 1, 21, 11]
+    seen.clear()
+    PythonLoop([lambda k=k: seen.append((k,)) for k in range(2)]).run(
+        0, 4, before=lambda: seen.append((10,)), after=lambda: seen.append((11,)),
+        marks=[lambda: seen.append((20,)), lambda: seen.append((21,))], mark_every=2)
+    assert [a[0] for a in seen] == [10, 0, 1, 20, 0, 1, 21, 11]
+
+
+@needs_compiled
+def test_a_failing_hook_is_a_loop_error_before_any_launch():
+    seen = []
+    cb, ptr = recorder(seen, fail_at=1)
+    with pytest.raises(LoopError) as e:
+        CompiledLoop([[(ptr, (0,))]]).run(0, 3, before=(ptr, (10,)))
+    assert (e.value.code, e.value.iteration, len(seen)) == (5, -1, 1)
+
+
 def test_python_loop_makes_the_same_iterations():
     seen = []
     loop = PythonLoop([lambda k=k: seen.append(k) for k in range(3)])

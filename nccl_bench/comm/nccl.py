@@ -64,10 +64,11 @@ class _CheckedLoop:
 
     def __init__(self, loop, comm: "NcclCommunicator", collective: str):
         self.loop, self.comm, self.collective, self.kind = loop, comm, collective, loop.kind
+        self.record = loop.record
 
-    def run(self, first: int, n: int) -> float:
+    def run(self, first: int, n: int, **hooks) -> float:
         try:
-            return self.loop.run(first, n)
+            return self.loop.run(first, n, **hooks)
         except launchloop.LoopError as e:
             c = self.comm
             raise c._err(CommError, self.collective, lib_error_name(c.nb, e.code),
