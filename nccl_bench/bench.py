@@ -25,7 +25,7 @@ from nccl_bench.deadline import Deadline
 from nccl_bench.errors import EXIT_FAILED, BarrierTimeout, CommError, UsageError
 from nccl_bench.options import JobOptions, split_list
 from nccl_bench.split import GroupJob, groups, parse as parse_split, from_env as split_from_env
-from nccl_bench.sweep import Sweep, SweepPlan, size_steps
+from nccl_bench.sweepplan import SweepPlan, size_steps
 from nccl_bench.timing import TimingPlan
 
 # nccl-tests' type names (and common aliases) -> torch dtype name
@@ -33,6 +33,8 @@ DTYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "i
           "int64": "int64", "half": "float16", "float16": "float16", "fp16": "float16",
           "float": "float32", "float32": "float32", "fp32": "float32", "double": "float64",
           "float64": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+ELEMENT_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "float64": 8,
+                 "bfloat16": 2}  # per torch dtype name: sizes are checked before torch loads
 TYPE_NAMES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "float16": "half",
               "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
 OPS = ("sum", "prod", "min", "max", "avg")
@@ -168,9 +170,8 @@ class BenchOptions:
                 if (a, c) not in run and collectives.get(c).algos]
 
     def sweep_plan(self, timeout: float, dtype: str, op: str, root: int) -> SweepPlan:
-        import torch
         name = DTYPES[dtype]
-        return SweepPlan(self.sizes(), getattr(torch, name), TYPE_NAMES[name], op, root, self.timing, self.check,
+        return SweepPlan(self.sizes(), name, TYPE_NAMES[name], op, root, self.timing, self.check,
                          self.aggregate, timeout, self.cycles, report_cputime=self.report_cputime,
                          register=self.local_register, unalign=self.unalign, per_iter_skip=self.per_iter_skip,
                          timestamps=bool(self.timestamps))
@@ -268,9 +269,8 @@ def _root(text: str) -> int | str:
 # --- the driver (before any rank runs) -------------------------------------------------------------
 def check_fits(o: BenchOptions, nranks: int) -> None:
     """Sizes that cannot fit in one GPU's memory (or the CPU's share) fail before launching."""
-    import torch
     from nccl_bench import sysinfo
-    elts = {torch.empty((), dtype=getattr(torch, DTYPES[t])).element_size() for t in o.types()}
+    elts = {ELEMENT_BYTES[DTYPES[t]] for t in o.types()}
     need = max(2 * (max(lay.send, lay.recv) + o.unalign) * elt for elt in elts for lay in
                (collectives.get(c).layout(o.max_bytes, elt, nranks, 0) for c in o.collectives))
     need += 4 * collectives.CHUNK * 8  # the check's int64 temporaries
@@ -377,14 +377,14 @@ def probe_worker(o: BenchOptions, folder: str):
                     if coll.unfit(job.nranks):
                         continue
                     plan = o.sweep_plan(o.job.timeout, *o.combos(coll, job.nranks)[0])
-                    elt = torch.empty((), dtype=plan.dtype).element_size()
+                    dtype, elt = getattr(torch, plan.dtype), ELEMENT_BYTES[plan.dtype]
                     for size in plan.sizes:
                         lay = coll.layout(size, elt, job.nranks, job.rank)
                         if not (lay.send and lay.recv) or lay.bytes > nccl_debug.PROBE_MAX_BYTES:
                             continue
                         args = coll.call_args(plan.op, plan.root, job.rank, job.nranks, lay)
-                        send = torch.ones(lay.send, dtype=plan.dtype, device=comm.device)
-                        recv = torch.zeros(lay.recv, dtype=plan.dtype, device=comm.device)
+                        send = torch.ones(lay.send, dtype=dtype, device=comm.device)
+                        recv = torch.zeros(lay.recv, dtype=dtype, device=comm.device)
                         comm.prepare(coll.method, send, recv, **args)()
                         comm.wait(Deadline(o.job.timeout), name)
                         calls.append({"algo": algo, "collective": name, "nccl_name": coll.nccl_name, "size": lay.bytes})
@@ -417,6 +417,7 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 def worker(o: BenchOptions, confirmed_path: str | None):
     def run(job: Job) -> int:
         from nccl_bench.lifetime import communicator
+        from nccl_bench.sweep import Sweep  # the engine needs torch: loaded where the job runs
         started = benchfile.now()
         devices = job.store.all_gather_obj("bench/devices", device_entry(job, o.job.backend), timeout=60)
         confirmation = _confirmed(confirmed_path, o.job.backend)

@@ -15,7 +15,6 @@ import random
 import time
 from dataclasses import dataclass
 
-import torch
 from tabulate import tabulate
 
 from nccl_bench import results, stats, sysinfo
@@ -100,6 +99,7 @@ def new_row(mode: str, rnd: int, rank: int, warmup: bool, skew: float) -> dict:
 
 def measure_init(job: Job, opts: InitBenchOptions, mode: str, rnd: int, rng: random.Random) -> dict:
     """One init of `mode` in round `rnd` on this rank: barrier, skew, then every phase timed."""
+    import torch  # here, on the rank: the command's parsing and options stay free of it
     job.store.barrier(f"init/{mode}/{rnd}", timeout=opts.job.timeout + 60)
     skew = rng.uniform(0, opts.skew_max) if opts.skew_max > 0 else 0.0
     row = new_row(mode, rnd, job.rank, rnd < opts.warmup, skew)

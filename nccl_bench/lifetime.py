@@ -8,11 +8,14 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 from nccl_bench.comm import InitPlan, new_communicator
-from nccl_bench.comm.base import Communicator
 from nccl_bench.deadline import Deadline
 from nccl_bench.reaper import NCCL_PROXY_POLL_MS, teardown
+
+if TYPE_CHECKING:  # the interface needs torch; the backend imports it when it is created
+    from nccl_bench.comm.base import Communicator
 
 
 @contextlib.contextmanager

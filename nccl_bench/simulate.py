@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-import torch.distributed as dist
 from tabulate import tabulate
 
 from nccl_bench import results, stats, sysinfo
@@ -108,18 +107,20 @@ class LoopbackStore:
     """A TCPStore server on an ephemeral loopback port, and clients for it."""
 
     def __init__(self, timeout: float):
+        from torch.distributed import TCPStore  # here: the model's options are checked without torch
+        self._tcp_store = TCPStore
         self.timeout = timedelta(seconds=timeout)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         sock.listen(2048)
         self.port = sock.getsockname()[1]
-        self.server = dist.TCPStore("127.0.0.1", self.port, None, True, self.timeout, wait_for_workers=False,
-                                    master_listen_fd=sock.fileno(), use_libuv=True)
+        self.server = TCPStore("127.0.0.1", self.port, None, True, self.timeout, wait_for_workers=False,
+                               master_listen_fd=sock.fileno(), use_libuv=True)
         sock.detach()  # the store owns the listening socket now
 
     def client(self):
-        return dist.TCPStore("127.0.0.1", self.port, None, False, self.timeout, use_libuv=True)
+        return self._tcp_store("127.0.0.1", self.port, None, False, self.timeout, use_libuv=True)
 
     def close(self) -> None:
         self.server = None

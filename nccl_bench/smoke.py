@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from nccl_bench.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
@@ -21,6 +19,7 @@ def parser() -> Parser:
 
 def smoke_mode(job: Job, opts: JobOptions, mode: str, counter: int) -> dict:
     """One init + checked all_reduce + destroy; returns this rank's outcome."""
+    import torch  # here, on the rank: the command's parsing and options stay free of it
     out = {"mode": mode, "ok": False, "init_ms": None, "exchange_ms": None, "destroy_ms": None, "error": None}
     plan = InitPlan(rank=job.rank, nranks=job.nranks, mode=mode, ranks_per_root=opts.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, namespace="smoke")

@@ -18,31 +18,15 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 
 import torch
 
 from nccl_bench import markers, stats
 from nccl_bench.collectives import Collective, Layout, count_wrong, fill
 from nccl_bench.deadline import Deadline
-from nccl_bench.errors import UsageError
 from nccl_bench.readers import PLACES
-from nccl_bench.timing import TimingPlan, seconds_per_op
-
-AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
-
-
-def size_steps(min_bytes: int, max_bytes: int, factor: float | None, step: int | None) -> list[int]:
-    """nccl-tests' sweep: multiply by `factor` when given, else add `step` bytes."""
-    out, size = [], min_bytes
-    while size <= max_bytes:
-        out.append(int(size))
-        nxt = size * factor if factor else size + step
-        if int(nxt) <= size:
-            break
-        size = int(nxt)
-    return out
-
+from nccl_bench.sweepplan import SweepPlan
+from nccl_bench.timing import seconds_per_op
 
 def aggregate(values: list[float], how: str) -> float:
     if how == "rank0":
@@ -52,41 +36,6 @@ def aggregate(values: list[float], how: str) -> float:
     if how == "max":
         return max(values)
     return sum(values) / len(values)
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    sizes: list[int]
-    dtype: torch.dtype
-    type_name: str  # nccl-tests' name: float, half, bfloat16, ...
-    op: str = "sum"
-    root: int = 0
-    timing: TimingPlan = field(default_factory=TimingPlan)
-    check: int = 1  # check iterations per size and placement (-c); 0 = no check
-    aggregate: str = "avg"
-    timeout: float = 60.0  # seconds a timing pass or a check may take before it is a hang
-    cycles: int = 1  # -N: the whole sweep again on the same buffers, each cycle its own rows
-    report_cputime: bool = False  # -C: the time column is the host time per launch ("cpu_time")
-    register: int = 0  # -R: 0 none, 1 local (ncclCommRegister), 2 symmetric (ncclCommWindowRegister)
-    unalign: int = 0  # -u: elements by which every send and receive view is moved off the allocation
-    per_iter_skip: int = 0  # -K: first timed iterations left out of the -I statistics
-    timestamps: bool = False  # -S: each row says when its size started
-
-    def __post_init__(self):
-        if self.cycles < 1:
-            raise UsageError(f"-N/--run_cycles must be >= 1, got {self.cycles} (0, nccl-tests' endless run, "
-                             "is not offered: results are written when the sweep ends)")
-        if self.aggregate not in AGGREGATES:
-            raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
-        if self.check < 0:
-            raise UsageError(f"-c/--check must be >= 0, got {self.check}")
-        if self.register not in (0, 1, 2):
-            raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.register}")
-        if self.unalign < 0:
-            raise UsageError(f"-u/--unalign must be >= 0 elements, got {self.unalign}")
-        if not 0 <= self.per_iter_skip < self.timing.iters:
-            raise UsageError(f"-K/--per_iter_skip must be >= 0 and below -n/--iters {self.timing.iters}, "
-                             f"got {self.per_iter_skip}")
 
 
 def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
@@ -122,7 +71,8 @@ class Sweep:
         self.job, self.comm, self.coll, self.plan, self.tag = job, comm, coll, plan, tag
         self.progress = progress and job.rank == 0
         self.stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
-        elt = torch.empty((), dtype=plan.dtype).element_size()
+        self.dtype = getattr(torch, plan.dtype)
+        elt = torch.empty((), dtype=self.dtype).element_size()
         layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
         self.layouts = [lay for lay in layouts if lay.send and lay.recv]  # nothing to move: no row
 
@@ -183,7 +133,7 @@ class Sweep:
         p = self.plan
         # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
         numel = max(max(lay.send, lay.recv) for lay in self.layouts) + p.unalign
-        send_buf, recv_buf = self.comm.alloc(numel, p.dtype), self.comm.alloc(numel, p.dtype)
+        send_buf, recv_buf = self.comm.alloc(numel, self.dtype), self.comm.alloc(numel, self.dtype)
         handles = self.comm.register([send_buf, recv_buf], p.register) if p.register else []
         try:
             self._warm_up(send_buf, recv_buf)

@@ -12,9 +12,7 @@ from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions, split_list
 from nccl_bench.scenario import SCENARIOS
 from stress import inject, journal, schedule
-from stress.loop import worker
-from stress.options import ON_FAILURE, Injection, StressOptions, default_timeout
-from stress.verify import CHECKS
+from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
 
 
 def parser() -> Parser:
@@ -30,7 +28,7 @@ def parser() -> Parser:
     p.add_argument("--seed", type=int, default=0, help="skew schedule seed (default 0)")
     p.add_argument("--timeout", type=float, default=None,
                    help="per-round deadline, s (default 3 on GPU backends, 2 on gloo)")
-    p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(CHECKS))
+    p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(COLLECTIVES))
     p.add_argument("--bytes", type=int, default=4096, help="bytes of its largest buffer (default 4096)")
     p.add_argument("--on-failure", default="continue", help=" | ".join(ON_FAILURE))
     p.add_argument("--journal", default=None, help="JSON-lines journal (default results/stress-<machine>-<time>.jsonl)")
@@ -135,4 +133,5 @@ def main(argv: list[str]) -> int:
         if ident.rank == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
         opts.journal = str(path)
+    from stress.loop import worker  # the ranks' loop needs torch: loaded where the job runs
     return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), result=opts.journal)

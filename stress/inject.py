@@ -17,8 +17,6 @@ import re
 import signal
 from dataclasses import dataclass, replace
 
-import torch
-
 from nccl_bench.bootstrap import num_roots, root_index
 from nccl_bench.errors import UsageError
 
@@ -131,6 +129,7 @@ def die() -> None:
 
 def flip_bit(send):
     """A copy of `send` with one bit flipped in its first element (never the caller's tensor)."""
+    import torch  # here, on the rank: --inject is parsed and checked without torch
     bad = send.clone()
     bad.view(torch.int32)[0] ^= 1 << CORRUPT_BIT
     return bad

@@ -8,9 +8,10 @@ from nccl_bench.errors import UsageError
 from nccl_bench.options import JobOptions
 from nccl_bench.scenario import check_scenario
 from stress.inject import Injection
-from stress.verify import CHECKS
 
 ON_FAILURE = ("continue", "stop")
+# --collective: the verification collectives, named here without torch (stress.verify.CHECKS holds them)
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 # Options that must match for --resume to continue a journal (the rest may change).
 RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed", "timeout",
                "collective", "bytes", "check_ids", "inject", "scenario")
@@ -52,8 +53,8 @@ class StressOptions:
             raise UsageError(f"--rounds must be >= 1, got {self.rounds}")
         if not self.skew_max >= 0:
             raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
-        if self.collective not in CHECKS:
-            raise UsageError(f"unknown --collective '{self.collective}' (choose from {', '.join(CHECKS)})")
+        if self.collective not in COLLECTIVES:
+            raise UsageError(f"unknown --collective '{self.collective}' (choose from {', '.join(COLLECTIVES)})")
         if self.bytes < 4:
             raise UsageError(f"--bytes must be >= 4 (one float32), got {self.bytes}")
         if self.on_failure not in ON_FAILURE:

@@ -113,6 +113,15 @@ def test_bad_options(kw, needle):
         BenchOptions(job=JobOptions(backend="gloo"), **kw)
 
 
+def test_torch_free_type_tables_match_torch():
+    """bench checks types and sizes before torch loads; its tables must say what torch says."""
+    import torch
+    from nccl_bench.bench import DTYPES, ELEMENT_BYTES, TYPE_NAMES
+    assert set(ELEMENT_BYTES) == set(DTYPES.values()) == set(TYPE_NAMES)
+    for name, size in ELEMENT_BYTES.items():
+        assert torch.empty((), dtype=getattr(torch, name)).element_size() == size, name
+
+
 def test_algo_pairs_skip_what_nccl_lacks():
     o = BenchOptions(job=JobOptions(backend="gloo"), collectives=["all"], algos=["ring", "tree"])
     pairs = o.pairs()

@@ -5,7 +5,8 @@ import torch
 from nccl_bench import collectives as C
 from nccl_bench.bench import parse_size
 from nccl_bench.errors import UsageError
-from nccl_bench.sweep import aggregate, size_steps
+from nccl_bench.sweep import aggregate
+from nccl_bench.sweepplan import size_steps
 
 # (collective, nranks) -> busbw factor, from nccl-tests' src/*.cu
 FACTORS = [

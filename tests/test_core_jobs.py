@@ -1,10 +1,12 @@
 """Multi-process jobs on gloo: the stale-key race, its proof, deadlines, no orphans."""
 import json
 import socket
+import subprocess
 
 import pytest
 
 from helpers import one_line_error, run
+from nccl_bench.comm import nvidia_driver
 
 
 def churn(tmp_path, mode, rounds=12, skew=0.2, timeout=1.2):
@@ -93,6 +95,27 @@ def test_multinode_torchrun_two_agents():
 def test_bad_input_one_line_exit_2(args, needle):
     err = one_line_error(run(["-m", "nccl_bench", "smoke", *args]))
     assert needle in err
+
+
+@pytest.mark.skipif(nvidia_driver(), reason="with an NVIDIA driver the option defaults ask torch for the GPU count")
+@pytest.mark.parametrize("args,needle", [
+    (["-m", "nccl_bench", "bench", "-n", "0"], "-n/--iters"),
+    (["-m", "nccl_bench", "bench", "-d", "foo"], "-d/--datatype"),
+    (["-m", "nccl_bench", "bench", "-a", "7"], "-a/--average"),  # the sweep plan's check
+    (["-m", "nccl_bench", "init", "--rounds", "0"], "--rounds"),
+    (["-m", "nccl_bench", "init", "--simulate-ranks", "0"], "--simulate-ranks"),
+    (["-m", "nccl_bench", "smoke", "--nranks", "0"], "--nranks"),
+    (["-m", "stress", "--collective", "gather"], "--collective"),
+    (["-m", "nccl_bench", "stress", "--inject", "crash@9", "--rounds", "3"], "beyond --rounds"),
+])
+def test_bad_input_is_answered_before_torch_loads(args, needle):
+    """Entry points parse and check options without torch (seconds of CPU): only a job loads it."""
+    proc = run(["-X", "importtime", *args], timeout=60)
+    lines = proc.stderr.splitlines()
+    loaded = [line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")]
+    assert not [m for m in loaded if m.split(".")[0] == "torch"], "torch was imported"
+    said = "\n".join(line for line in lines if not line.startswith("import time:"))
+    assert needle in one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout, said))
 
 
 def test_unreachable_master_is_exit_2():

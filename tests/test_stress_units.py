@@ -38,6 +38,12 @@ def _simulate(name, n, c):
     }[name]
 
 
+def test_option_names_the_verification_collectives():
+    """--collective is checked without torch against this list; stress.verify holds the records."""
+    from stress.options import COLLECTIVES
+    assert tuple(CHECKS) == COLLECTIVES
+
+
 @pytest.mark.parametrize("name", sorted(CHECKS))
 @pytest.mark.parametrize("n", [2, 3])
 def test_verification_expectations_are_exact(name, n):

@@ -1,18 +1,42 @@
-"""Communicator backends behind one interface (see base.py)."""
+"""Communicator backends behind one interface (see base.py).
+
+Importing this package is cheap: option parsing asks it for the backends and the GPU count
+before any job starts, so the interface (base.py, which needs torch) loads only when a
+name from it is used.
+"""
 from __future__ import annotations
 
-from nccl_bench.comm.base import Communicator, InitPlan, InitTimings
+import os
+from typing import TYPE_CHECKING
+
+from nccl_bench.comm.plan import InitPlan, InitTimings
 from nccl_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from nccl_bench.comm.base import Communicator
 
 BACKENDS = ("nccl", "torch", "gloo")
 
 
 def gpu_count() -> int:
+    # Without an NVIDIA driver there is no GPU to count: say 0 without importing torch (seconds
+    # of CPU), so that option defaults and bad-input errors stay fast on CPU-only machines.
+    # With a driver torch counts, as it honours CUDA_VISIBLE_DEVICES.
+    if not nvidia_driver():
+        return 0
     try:
         import torch
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:
         return 0
+
+
+def nvidia_driver() -> bool:
+    """Whether an NVIDIA driver is loaded here (its control device, or GPUs listed in /proc)."""
+    try:
+        return os.path.exists("/dev/nvidiactl") or bool(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return False
 
 
 def default_backend() -> str:
@@ -46,5 +70,13 @@ def new_communicator(name: str) -> Communicator:
     raise UsageError(f"unknown backend '{name}'")
 
 
+def __getattr__(name: str):
+    """`Communicator` loads base.py (and torch) on first use."""
+    if name == "Communicator":
+        from nccl_bench.comm.base import Communicator
+        return Communicator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["BACKENDS", "Communicator", "InitPlan", "InitTimings", "check_backend",
-           "default_backend", "gpu_count", "new_communicator"]
+           "default_backend", "gpu_count", "new_communicator", "nvidia_driver"]

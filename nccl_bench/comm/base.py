@@ -13,51 +13,19 @@ from __future__ import annotations
 import hashlib
 import socket
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
+from nccl_bench.comm.plan import InitPlan, InitTimings  # noqa: F401 (backends import InitPlan from here)
 from nccl_bench.deadline import Deadline
 from nccl_bench.errors import UsageError
-from nccl_bench.scenario import GroupSlot
 
 EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (bench's default -T)
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
 _PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),
                  "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm"), "exchange": ("rounds",)}
-
-
-@dataclass
-class InitPlan:
-    """What one communicator init needs: who, which key layout, which counter."""
-
-    rank: int
-    nranks: int
-    mode: str  # regular | stock | scoped
-    ranks_per_root: int
-    counter: int  # per-communicator init counter (same sequence on every rank)
-    store: object  # nccl_bench.store.JobStore
-    local_rank: int = 0
-    algo: str | None = None  # NCCL_ALGO for this communicator (fixed before init)
-    proto: str | None = None  # NCCL_PROTO
-    blocking: bool = False  # nccl: blocking config (bench -z) instead of nonblocking
-    namespace: str = "ids"  # store namespace for ID keys (a command may scope its own)
-    # Called with the IdExchange between the ID exchange and the create, by backends that
-    # exchange IDs themselves (nccl, gloo); raising skips the create (stress --check-ids).
-    before_create: Callable[[object], None] | None = None
-    # same-group (nccl_bench.scenario): the process group this init belongs to; None: restart,
-    # every init a new group on the same store.
-    group: GroupSlot | None = None
-
-
-@dataclass
-class InitTimings:
-    """Seconds per init phase on this rank; exchange is None when the library exchanges itself."""
-
-    exchange: float | None = None
-    create: float | None = None
 
 
 class Communicator(ABC):

@@ -1,0 +1,42 @@
+"""What a communicator init is given (InitPlan) and what it measured (InitTimings).
+
+Plain records without torch, so that option parsing and the commands' modules can name
+them without paying for the torch import; the backends (base.py) use them as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from nccl_bench.scenario import GroupSlot
+
+
+@dataclass
+class InitPlan:
+    """What one communicator init needs: who, which key layout, which counter."""
+
+    rank: int
+    nranks: int
+    mode: str  # regular | stock | scoped
+    ranks_per_root: int
+    counter: int  # per-communicator init counter (same sequence on every rank)
+    store: object  # nccl_bench.store.JobStore
+    local_rank: int = 0
+    algo: str | None = None  # NCCL_ALGO for this communicator (fixed before init)
+    proto: str | None = None  # NCCL_PROTO
+    blocking: bool = False  # nccl: blocking config (bench -z) instead of nonblocking
+    namespace: str = "ids"  # store namespace for ID keys (a command may scope its own)
+    # Called with the IdExchange between the ID exchange and the create, by backends that
+    # exchange IDs themselves (nccl, gloo); raising skips the create (stress --check-ids).
+    before_create: Callable[[object], None] | None = None
+    # same-group (nccl_bench.scenario): the process group this init belongs to; None: restart,
+    # every init a new group on the same store.
+    group: GroupSlot | None = None
+
+
+@dataclass
+class InitTimings:
+    """Seconds per init phase on this rank; exchange is None when the library exchanges itself."""
+
+    exchange: float | None = None
+    create: float | None = None
