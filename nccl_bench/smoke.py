@@ -1,7 +1,6 @@
 """`smoke`: the quickest "does this node work": per mode one init, one checked all_reduce, one destroy."""
 from __future__ import annotations
 
-
 from nccl_bench.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.deadline import Deadline
