@@ -28,6 +28,7 @@ from nccl_bench.readers import PLACES
 from nccl_bench.sweepplan import SweepPlan
 from nccl_bench.timing import seconds_per_op
 
+
 def aggregate(values: list[float], how: str) -> float:
     if how == "rank0":
         return values[0]
