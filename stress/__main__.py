@@ -1,7 +1,7 @@
 """python -m stress ...: parse and delegate (see stress.command)."""
 import sys
 
-from nccl_bench.cli import guarded
+from nccl_bench.job.cli import guarded
 from stress.command import main
 
 if __name__ == "__main__":

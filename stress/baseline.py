@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from nccl_bench.comm import InitPlan
-from nccl_bench.deadline import Deadline
-from nccl_bench.errors import CommError
-from nccl_bench.lifetime import communicator
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import CommError
+from nccl_bench.comm.lifetime import communicator
 from stress.verify import Verification
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict
 from datetime import timedelta
 
-from nccl_bench.reaper import Reaper
+from nccl_bench.comm.reaper import Reaper
 from stress.diagnose import History, judge
 
 DESTROY_GRACE_S = 10.0  # a teardown must end within the round's deadline plus this, from its hand-over

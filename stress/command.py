@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nccl_bench import launch, sysinfo
-from nccl_bench.bootstrap import MODES
-from nccl_bench.cli import Parser, add_verbose_arg, launch_quietly, run_job
+from nccl_bench.core import launch, sysinfo
+from nccl_bench.comm.bootstrap import MODES
+from nccl_bench.job.cli import Parser, add_verbose_arg, launch_quietly, run_job
 from nccl_bench.comm import default_backend
-from nccl_bench.errors import UsageError
-from nccl_bench.options import JobOptions, split_list
-from nccl_bench.scenario import SCENARIOS
+from nccl_bench.core.errors import UsageError
+from nccl_bench.job.options import JobOptions, split_list
+from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
 

@@ -6,7 +6,7 @@ key; the history of published fingerprints names the round it came from.
 """
 from __future__ import annotations
 
-from nccl_bench.bootstrap import root_ranks
+from nccl_bench.comm.bootstrap import root_ranks
 
 VERDICTS = ("ok", "hang", "error", "wrong", "stale")
 FAILURES = VERDICTS[1:]

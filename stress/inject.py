@@ -17,8 +17,8 @@ import re
 import signal
 from dataclasses import dataclass, replace
 
-from nccl_bench.bootstrap import num_roots, root_index
-from nccl_bench.errors import UsageError
+from nccl_bench.comm.bootstrap import num_roots, root_index
+from nccl_bench.core.errors import UsageError
 
 KINDS = {
     "missing-rank": "the rank does not join the round: the others wait in init",

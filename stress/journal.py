@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nccl_bench.errors import UsageError
-from nccl_bench.sysinfo import REPO, machine_name
+from nccl_bench.core.errors import UsageError
+from nccl_bench.core.sysinfo import REPO, machine_name
 
 SCHEMA = "nccl_bench.stress.journal/1"
 

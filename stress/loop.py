@@ -18,10 +18,11 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from nccl_bench import results, scenario, sysinfo
+from nccl_bench.core import results, sysinfo
+from nccl_bench.comm import scenario
 from nccl_bench.comm import gpu_count
-from nccl_bench.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
-from nccl_bench.lifetime import destroy_note
+from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
+from nccl_bench.comm.lifetime import destroy_note
 from stress import baseline, inject, journal, peers, schedule
 from stress.behind import Behind, worst
 from stress.diagnose import History, judge

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from nccl_bench.comm import gpu_count
-from nccl_bench.errors import UsageError
-from nccl_bench.options import JobOptions
-from nccl_bench.scenario import check_scenario
+from nccl_bench.core.errors import UsageError
+from nccl_bench.job.options import JobOptions
+from nccl_bench.comm.scenario import check_scenario
 from stress.inject import Injection
 
 ON_FAILURE = ("continue", "stop")
@@ -46,7 +46,7 @@ class StressOptions:
     # teardowns that may still run behind a round (0: each round destroys before the next starts);
     # None: DESTROYS_IN_FLIGHT, or 0 on torch
     destroys_in_flight: int | None = None
-    scenario: str = "restart"  # restart | same-group (nccl_bench.scenario)
+    scenario: str = "restart"  # restart | same-group (nccl_bench.comm.scenario)
 
     def __post_init__(self):
         if self.rounds < 1:

@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from nccl_bench import markers
+from nccl_bench.core import markers
 from nccl_bench.comm import InitPlan
-from nccl_bench.deadline import Deadline
-from nccl_bench.errors import BarrierTimeout, CommError, DeadlineExceeded
-from nccl_bench.lifetime import communicator
-from nccl_bench.scenario import GroupSlot
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import BarrierTimeout, CommError, DeadlineExceeded
+from nccl_bench.comm.lifetime import communicator
+from nccl_bench.comm.scenario import GroupSlot
 from stress import inject
 from stress.verify import Verification
 

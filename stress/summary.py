@@ -6,7 +6,7 @@ import time
 
 from tabulate import tabulate
 
-from nccl_bench.stats import percentile
+from nccl_bench.core.stats import percentile
 from stress.diagnose import FAILURES
 
 COLUMNS = ("mode", "rounds", "ok", "hangs", "errors", "wrong", "stale caught", "stale proven",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, TOKEN_VAR, assert_no_survivors, run
-from nccl_bench import asvsuite
-from nccl_bench.jobs import JobFailed, run_json
+from nccl_bench.commands import asvsuite
+from nccl_bench.job.jobs import JobFailed, run_json
 
 
 def asv_config(tmp: Path) -> Path:
@@ -168,7 +168,7 @@ def test_a_killed_caller_takes_its_job_along():
     import time
     from helpers import survivors
     token = uuid.uuid4().hex
-    code = ("from nccl_bench.jobs import run_json; run_json(['nccl_bench', 'init', '--backend', 'gloo', "
+    code = ("from nccl_bench.job.jobs import run_json; run_json(['nccl_bench', 'init', '--backend', 'gloo', "
             "'--init', 'scoped', '--rounds', '1000'], 120)")
     caller = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env={**os.environ, TOKEN_VAR: token},
                               start_new_session=True)

@@ -4,11 +4,12 @@ import json
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench import benchfile, readers
-from nccl_bench.bench import BenchOptions, _exit_code
-from nccl_bench.benchtable import footer, table
-from nccl_bench.errors import UsageError
-from nccl_bench.options import JobOptions
+from nccl_bench.engine import benchfile
+from nccl_bench.report import readers
+from nccl_bench.commands.bench import BenchOptions, _exit_code
+from nccl_bench.engine.benchtable import footer, table
+from nccl_bench.core.errors import UsageError
+from nccl_bench.job.options import JobOptions
 
 SMALL = ["--backend", "gloo", "-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-c", "1"]
 
@@ -116,7 +117,7 @@ def test_bad_options(kw, needle):
 def test_torch_free_type_tables_match_torch():
     """bench checks types and sizes before torch loads; its tables must say what torch says."""
     import torch
-    from nccl_bench.bench import DTYPES, ELEMENT_BYTES, TYPE_NAMES
+    from nccl_bench.commands.bench import DTYPES, ELEMENT_BYTES, TYPE_NAMES
     assert set(ELEMENT_BYTES) == set(DTYPES.values()) == set(TYPE_NAMES)
     for name, size in ELEMENT_BYTES.items():
         assert torch.empty((), dtype=getattr(torch, name)).element_size() == size, name
@@ -190,7 +191,7 @@ def test_split_two_groups_of_two(tmp_path, monkeypatch):
 
 
 def test_split_colors():
-    from nccl_bench import split
+    from nccl_bench.engine import split
     assert split.groups("MOD 2", 4) == {0: [0, 2], 1: [1, 3]}
     assert split.groups("/2", 4) == {0: [0, 1], 1: [2, 3]}
     assert split.groups("&0b10", 4) == {0: [0, 1], 2: [2, 3]}
@@ -204,8 +205,8 @@ def test_split_colors():
 
 def test_views_move_with_the_iteration_as_in_nccl_tests():
     import torch
-    from nccl_bench import collectives
-    from nccl_bench.sweep import _views
+    from nccl_bench.engine import collectives
+    from nccl_bench.engine.sweep import _views
     send_buf, recv_buf = torch.arange(64), torch.arange(100, 164)
     lay = collectives.get("all_gather").layout(64, 4, 2, 1)  # 8 elements per rank, rank 1
     send, recv = _views(send_buf, recv_buf, lay, in_place=False, shift=16)

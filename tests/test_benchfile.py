@@ -9,11 +9,13 @@ import sys
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench import benchfile, collectives, compare, readers, stats
-from nccl_bench.bench import BenchOptions
-from nccl_bench.errors import UsageError
-from nccl_bench.options import JobOptions
-from nccl_bench.timing import TimingPlan
+from nccl_bench.engine import benchfile, collectives
+from nccl_bench.report import compare, readers
+from nccl_bench.core import stats
+from nccl_bench.commands.bench import BenchOptions
+from nccl_bench.core.errors import UsageError
+from nccl_bench.job.options import JobOptions
+from nccl_bench.engine.timing import TimingPlan
 
 FIX = REPO / "tests" / "fixtures"
 THEIRS = [FIX / "nccltests_all_reduce_I1.json", FIX / "nccltests_alltoall.json"]

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench import health
+from nccl_bench.health import checks as health
 from nccl_bench.comm import gpu_count
 
 NO_GPU = gpu_count() == 0

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.errors import UsageError
+from nccl_bench.core.errors import UsageError
 from stress.inject import Injection, resolve
 
 GLOO = ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--skew-max", "0", "--timeout", "1"]

@@ -5,9 +5,10 @@ import re
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench import initbench, stats
-from nccl_bench.errors import UsageError
-from nccl_bench.initbench import PHASES, failures, stale_rounds, summarize
+from nccl_bench.commands import initbench
+from nccl_bench.core import stats
+from nccl_bench.core.errors import UsageError
+from nccl_bench.commands.initbench import PHASES, failures, stale_rounds, summarize
 
 PHASE_KEYS = [key for _, key in PHASES]
 

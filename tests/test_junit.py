@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nccl_bench import junit
-from nccl_bench.acceptance import Verdict
-from nccl_bench.errors import UsageError
+from nccl_bench.health import junit
+from nccl_bench.health.acceptance import Verdict
+from nccl_bench.core.errors import UsageError
 
 # element -> (required attributes, allowed children)
 RULES = {

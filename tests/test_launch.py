@@ -1,5 +1,5 @@
 """Launcher environments: torchrun, Slurm, Open MPI."""
-from nccl_bench.launch import detect, first_host
+from nccl_bench.core.launch import detect, first_host
 
 
 def test_no_launcher():

@@ -1,12 +1,12 @@
-"""The compiled launch loop (nccl_bench.launchloop) on CPU: C calls back into Python callbacks
+"""The compiled launch loop (nccl_bench.comm.launchloop) on CPU: C calls back into Python callbacks
 that stand in for NCCL's functions, so the iteration order, the arguments and the error path
 are checked without a GPU."""
 import ctypes
 
 import pytest
 
-from nccl_bench import launchloop
-from nccl_bench.launchloop import CompiledLoop, LoopError, PythonLoop
+from nccl_bench.comm import launchloop
+from nccl_bench.comm.launchloop import CompiledLoop, LoopError, PythonLoop
 
 FN = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_uint64] * 8))
 needs_compiled = pytest.mark.skipif(launchloop.compiled()[0] is None,

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench import acceptance, profiles
-from nccl_bench.errors import UsageError
+from nccl_bench.health import acceptance, profiles
+from nccl_bench.core.errors import UsageError
 
 ANCHORS = REPO / "tests" / "gpu" / "anchors"  # the committed copy of ../shared/anchors
 H200 = ["NVIDIA H200", "NVIDIA H200"]
@@ -137,13 +137,13 @@ def test_cli_judges_and_writes_junit(tmp_path):
                                                       {"collective": "all_gather", "bytes": 1048576, "busbw": 0.4}],
                                             "latency_us_8B": 80.0, "init_ms_p50": 20.0, "wrong": 0,
                                             "stress_failures": 0})
-    proc = run(["-m", "nccl_bench.acceptance", meas, "--profile", "gloo-cpu", "--junit", str(tmp_path / "a.xml")],
+    proc = run(["-m", "nccl_bench.health.acceptance", meas, "--profile", "gloo-cpu", "--junit", str(tmp_path / "a.xml")],
                timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "accept PASS against profile gloo-cpu" in proc.stdout and (tmp_path / "a.xml").exists()
     impossible = {**json.loads((profiles.BUILTIN_DIR / "gloo-cpu.json").read_text()),
                   "busbw_min_GBps": [{"collective": "all_reduce", "bytes": 1048576, "min": 1e6}]}
-    proc = run(["-m", "nccl_bench.acceptance", meas, "--profile", write_json(tmp_path / "imp.json", impossible)],
+    proc = run(["-m", "nccl_bench.health.acceptance", meas, "--profile", write_json(tmp_path / "imp.json", impossible)],
                timeout=60)
     assert proc.returncode == 1
     assert "FAIL busbw all_reduce 1 MiB: measured 0.5, required >= 1e+06 GB/s" in proc.stdout
@@ -159,5 +159,5 @@ def test_cli_bad_profile_one_line_exit_2(tmp_path, profile, needle):
     if profile == "missing":
         base.pop("wrong_max")
         profile = write_json(tmp_path / "p.json", base)
-    err = one_line_error(run(["-m", "nccl_bench.acceptance", meas, "--profile", profile], timeout=60))
+    err = one_line_error(run(["-m", "nccl_bench.health.acceptance", meas, "--profile", profile], timeout=60))
     assert needle in err

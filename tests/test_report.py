@@ -9,8 +9,8 @@ import re
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench import compare, plot, readers
-from nccl_bench.errors import UsageError
+from nccl_bench.report import compare, plot, readers
+from nccl_bench.core.errors import UsageError
 
 FIX = REPO / "tests" / "fixtures"
 FIXTURES = ["bench_gloo.json", "init_gloo.json", "init_simulate.json", "stress_gloo.jsonl",

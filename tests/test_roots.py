@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from nccl_bench.bootstrap import id_keys, num_roots, root_index, root_of, root_ranks
-from nccl_bench.errors import UsageError
+from nccl_bench.comm.bootstrap import id_keys, num_roots, root_index, root_of, root_ranks
+from nccl_bench.core.errors import UsageError
 
 
 def test_pytorch_documented_example():

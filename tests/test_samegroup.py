@@ -4,8 +4,8 @@ import json
 import re
 
 from helpers import run
-from nccl_bench import probe
-from nccl_bench.scenario import Groups, key_layout
+from nccl_bench.health import probe
+from nccl_bench.comm.scenario import Groups, key_layout
 
 # What c10d, gloo and torch write (never our own lines): glog-style prefixes and their words.
 LIBRARY = re.compile(r"^\[[WEI]\d{4} |socket\.cpp|waitForInput|ERROR failed to connect|UserWarning", re.M)

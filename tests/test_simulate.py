@@ -4,8 +4,8 @@ import json
 import pytest
 
 from helpers import run
-from nccl_bench.errors import UsageError
-from nccl_bench.simulate import SimulateOptions, estimate_bytes
+from nccl_bench.core.errors import UsageError
+from nccl_bench.engine.simulate import SimulateOptions, estimate_bytes
 
 
 def rows_by_config(doc):

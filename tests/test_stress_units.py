@@ -4,8 +4,8 @@ import json
 import pytest
 import torch
 
-from nccl_bench.errors import UsageError
-from nccl_bench.options import JobOptions
+from nccl_bench.core.errors import UsageError
+from nccl_bench.job.options import JobOptions
 from stress import journal, schedule
 from stress.diagnose import History, judge
 from stress.options import Injection, StressOptions

@@ -1,7 +1,7 @@
 """GPU link names as `nvidia-smi topo -m` gives them, from NVML's answers (a stand-in NVML: no GPU here)."""
 import types
 
-from nccl_bench.sysinfo import _links
+from nccl_bench.core.sysinfo import _links
 
 
 class Nvml(types.SimpleNamespace):

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import run
-from nccl_bench.errors import CommError, UsageError
-from nccl_bench.lifetime import destroy_note
-from nccl_bench.options import JobOptions
-from nccl_bench.reaper import Reaper
+from nccl_bench.core.errors import CommError, UsageError
+from nccl_bench.comm.lifetime import destroy_note
+from nccl_bench.job.options import JobOptions
+from nccl_bench.comm.reaper import Reaper
 from stress.behind import Behind
 from stress.diagnose import History, judge
 from stress.options import StressOptions

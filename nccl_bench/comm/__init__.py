@@ -1,4 +1,8 @@
-"""Communicator backends behind one interface (see base.py).
+"""comm: communicators and their lifetime. One small interface (base.py) with three backends
+(nccl through nccl4py, torch's ProcessGroupNCCL, gloo), the unique-ID exchange per init mode
+(bootstrap, scenario), the compiled launch loop, and the harness that owns a communicator's
+lifetime (lifetime: destroy on success, abort on failure; reaper: teardown in the background).
+May import core only.
 
 Importing this package is cheap: option parsing asks it for the backends and the GPU count
 before any job starts, so the interface (base.py, which needs torch) loads only when a
@@ -10,7 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 from nccl_bench.comm.plan import InitPlan, InitTimings
-from nccl_bench.errors import UsageError
+from nccl_bench.core.errors import UsageError
 
 if TYPE_CHECKING:
     from nccl_bench.comm.base import Communicator

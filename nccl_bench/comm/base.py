@@ -1,7 +1,7 @@
 """One small communicator interface; three backends implement it.
 
 Lifecycle is explicit (create, destroy, abort), never hidden in __del__, because
-destroying a communicator is itself collective. The harness (nccl_bench.lifetime) owns
+destroying a communicator is itself collective. The harness (nccl_bench.comm.lifetime) owns
 it: destroy on success, abort on failure.
 
 Buffers are torch tensors on `self.device`. Collective methods enqueue; `wait()` blocks
@@ -18,8 +18,8 @@ from typing import Callable
 import torch
 
 from nccl_bench.comm.plan import InitPlan, InitTimings  # noqa: F401 (backends import InitPlan from here)
-from nccl_bench.deadline import Deadline
-from nccl_bench.errors import UsageError
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import UsageError
 
 EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (bench's default -T)
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
@@ -108,10 +108,10 @@ class Communicator(ABC):
         return lambda: method(send, recv, **kw)
 
     def launch_loop(self, collective: str, views, stream=None, **args):
-        """The timed loop over `views` ([(send, recv)] per step): a nccl_bench.launchloop loop
+        """The timed loop over `views` ([(send, recv)] per step): a nccl_bench.comm.launchloop loop
         whose run(first, n) makes iterations first.. on step i % len(views). This default loops
         over prepare()'d launchers in Python; a backend may run the loop in compiled code."""
-        from nccl_bench.launchloop import PythonLoop
+        from nccl_bench.comm.launchloop import PythonLoop
         return PythonLoop([self.prepare(collective, s, r, stream=stream, **args) for s, r in views])
 
     def launch_path(self) -> str:

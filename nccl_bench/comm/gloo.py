@@ -8,7 +8,7 @@ The IDs are exchanged in the scenario's key layout (bootstrap.exchange_for): in 
 as PyTorch 2.11 keys them inside one process group (a group prefix; `stock`'s scalable keys
 `UniqueNCCLID:<root>` with no counter, so they repeat for every communicator of the group;
 the broadcast path, which `scoped` = ranks per root >= world size takes, keyed by the group's
-comm counter, so fresh). See nccl_bench/scenario.py.
+comm counter, so fresh). See nccl_bench/comm/scenario.py.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nccl_bench.bootstrap import exchange_for
+from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, id_prefix, round_views
-from nccl_bench.deadline import Deadline
-from nccl_bench.errors import CommError, DeadlineExceeded
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import CommError, DeadlineExceeded
 
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
         "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}  # avg: sum, then divide

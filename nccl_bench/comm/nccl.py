@@ -15,11 +15,11 @@ import time
 
 import torch
 
-from nccl_bench import launchloop
-from nccl_bench.bootstrap import exchange_for
+from nccl_bench.comm import launchloop
+from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import Communicator, InitPlan, without_in_place_copies
-from nccl_bench.deadline import Deadline
-from nccl_bench.errors import CommError, DeadlineExceeded, UsageError
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
 _POLL_S = 0.0005
 # wait() spins this long before it sleeps between polls: ranks then see a collective end within
@@ -270,7 +270,7 @@ class NcclCommunicator(Communicator):
         return checked
 
     def launch_loop(self, collective, views, stream=None, **args):
-        """The timed loop in C over NCCL's own entry points (nccl_bench.launchloop), for a blocking
+        """The timed loop in C over NCCL's own entry points (nccl_bench.comm.launchloop), for a blocking
         communicator where the compiled loop and those entry points are available; else the Python loop."""
         if self.launch_path() == "compiled":
             comm = int(self.comm.ptr)

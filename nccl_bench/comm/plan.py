@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from nccl_bench.scenario import GroupSlot
+from nccl_bench.comm.scenario import GroupSlot
 
 
 @dataclass
@@ -20,7 +20,7 @@ class InitPlan:
     mode: str  # regular | stock | scoped
     ranks_per_root: int
     counter: int  # per-communicator init counter (same sequence on every rank)
-    store: object  # nccl_bench.store.JobStore
+    store: object  # nccl_bench.job.store.JobStore
     local_rank: int = 0
     algo: str | None = None  # NCCL_ALGO for this communicator (fixed before init)
     proto: str | None = None  # NCCL_PROTO
@@ -29,7 +29,7 @@ class InitPlan:
     # Called with the IdExchange between the ID exchange and the create, by backends that
     # exchange IDs themselves (nccl, gloo); raising skips the create (stress --check-ids).
     before_create: Callable[[object], None] | None = None
-    # same-group (nccl_bench.scenario): the process group this init belongs to; None: restart,
+    # same-group (nccl_bench.comm.scenario): the process group this init belongs to; None: restart,
     # every init a new group on the same store.
     group: GroupSlot | None = None
 

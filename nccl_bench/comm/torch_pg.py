@@ -1,6 +1,6 @@
 """PyTorch's own ProcessGroupNCCL: the stock code users run.
 
-Two scenarios (nccl_bench.scenario):
+Two scenarios (nccl_bench.comm.scenario):
 - restart: a new communicator per init is a new default process group on the same
   store, in which PyTorch reuses its store keys. `stock` turns on PyTorch's scalable path
   through TORCH_NCCL_RANKS_PER_ROOT; `regular` keeps it off; `scoped` gives each init a
@@ -29,10 +29,10 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nccl_bench.bootstrap import IdExchange, fingerprint
+from nccl_bench.comm.bootstrap import IdExchange, fingerprint
 from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views
-from nccl_bench.deadline import Deadline
-from nccl_bench.errors import CommError, DeadlineExceeded, EXIT_FAILED
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import CommError, DeadlineExceeded, EXIT_FAILED
 
 _ID_BYTES = 128  # sizeof(ncclUniqueId): values of this size under PyTorch's keys are IDs
 _GRACE_S = 10.0  # after the deadline and an abort, a call still blocked ends the process

@@ -1,7 +1,7 @@
 """Judge a tests/gpu/bench.sh run: ours against nccl-tests of the same call and the anchors.
 
 usage: python3 tests/gpu/bench_judge.py OUT_DIR
-Every point is the median of its cycles, ours (nccl_bench.readers) and nccl-tests' (its -N rows).
+Every point is the median of its cycles, ours (nccl_bench.report.readers) and nccl-tests' (its -N rows).
 Targets (issue 3): busbw >= 99 % for every size >= 64 MiB; 8 B eager time <= 1.1 x; 8 B and
 512 KiB graph time <= reference + 0.5 us. The verdict is against nccl-tests of the same call in the
 anchors' layout (one process for all GPUs, `1proc`) when that ran, else against the anchors; the
@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from nccl_bench import readers
+from nccl_bench.report import readers
 
 ANCHORS = Path("tests/gpu/anchors")
 BIG = 64 << 20

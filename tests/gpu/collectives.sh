@@ -57,7 +57,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, "tests/gpu")
 from bench_judge import nccl_tests
-from nccl_bench import readers
+from nccl_bench.report import readers
 out = Path(sys.argv[1])
 ref = nccl_tests(out / "nccltests.log", "mpi")
 print("\n--split 'AND 0x1' (2 groups), busbw oop/ip GB/s: ours group 0 | nccl-tests mpi | ratio")

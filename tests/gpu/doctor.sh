@@ -34,7 +34,7 @@ echo "counters after: $(cat $OUT/counters_after.json)"
 # Measurements at the anchors' level (no bench here: the lead wires bench/init/stress), real counters.
 python3 - "$OUT" <<'EOF'
 import json, sys
-from nccl_bench import profiles
+from nccl_bench.health import profiles
 out = sys.argv[1]
 p = profiles.load("h200x2")
 m = {"busbw": [{"collective": f.collective, "bytes": f.bytes, "busbw": round(f.min_GBps / 0.95, 1)} for f in p.busbw],
@@ -49,10 +49,10 @@ json.dump(imp, open(f"{out}/impossible.json", "w"), indent=1)
 bad = dict(imp); bad.pop("init_max_ms")
 json.dump(bad, open(f"{out}/missing_field.json", "w"))
 EOF
-step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.acceptance $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
-step "judge impossible profile" 1 python3 -m nccl_bench.acceptance $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
-step "judge profile missing a field" 2 python3 -m nccl_bench.acceptance $OUT/measurements.json --profile $OUT/missing_field.json
-step "judge unknown profile" 2 python3 -m nccl_bench.acceptance $OUT/measurements.json --profile a100x8
+step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
+step "judge impossible profile" 1 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
+step "judge profile missing a field" 2 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile $OUT/missing_field.json
+step "judge unknown profile" 2 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile a100x8
 python3 -c "from nccl_bench import profiles; print('auto-chosen profile:', profiles.choose(None, 'nccl', profiles.detected_gpu_names()).name)"
 
 # JUnit files written above, validated against the XSD in tests/test_junit.py (lxml is on this image).

@@ -8,7 +8,7 @@ launch, then 20 launches on buffers moved by the size each iteration, host time 
   binding    nccl4py's raw binding (nb.all_reduce) called from a Python loop
   prepare    our launchers (prepare()) in a Python loop: the path before issue 16
   ctypes     ncclAllReduce's pointer called through ctypes with prebuilt arguments
-  compiled   our compiled loop (nccl_bench.launchloop): what bench now uses
+  compiled   our compiled loop (nccl_bench.comm.launchloop): what bench now uses
   C          tests/gpu/launchcost.cu: the same loop in a C program (nccl-tests' cost)
 usage: python tests/gpu/launchcost.py [C-binary-output-file]
 """

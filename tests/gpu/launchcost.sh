@@ -23,7 +23,7 @@ if [ -n "$NCCL_H" ] && [ -n "$NCCL_SO" ] && command -v nvcc >/dev/null; then
     -Xlinker -rpath -Xlinker "$(dirname "$NCCL_SO")" && timeout 120 /tmp/launchcost > $OUT/launchcost_c.txt
   echo "C program exit $?"; cat $OUT/launchcost_c.txt
 fi
-python3 -m nccl_bench.launchloop
+python3 -m nccl_bench.comm.launchloop
 timeout 200 python3 tests/gpu/launchcost.py $OUT/launchcost_c.txt > $OUT/launchcost_table.txt 2>&1
 echo "probe exit $?"
 B="timeout 120 python3 -m nccl_bench bench --backend nccl --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -c 1 -N 2 --no-algo-confirm"

@@ -27,7 +27,7 @@ run "smoke all modes" timeout 240 python3 -m nccl_bench smoke --backend nccl --i
 python3 - "$OUT" <<'PY'
 import glob, sys
 sys.path.insert(0, ".")
-from nccl_bench import readers
+from nccl_bench.report import readers
 wrong = {}
 for f in sorted(glob.glob(sys.argv[1] + "/paths_compiled_*.json") + glob.glob(sys.argv[1] + "/paths_python_*.json")):
     rows = readers.load(f).rows

@@ -31,7 +31,7 @@ grep -E "^== |^exit|Error|error:" $L | head -40
 python3 - "$OUT" "$NG" <<'PY'
 import json, statistics, sys
 from pathlib import Path
-from nccl_bench import readers
+from nccl_bench.report import readers
 out, ng = Path(sys.argv[1]), sys.argv[2]
 p = out / f"bench_x{ng}.json"
 if p.exists():

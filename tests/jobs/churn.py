@@ -15,12 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from nccl_bench.cli import guarded, run_job  # noqa: E402
+from nccl_bench.job.cli import guarded, run_job  # noqa: E402
 from nccl_bench.comm import InitPlan  # noqa: E402
-from nccl_bench.deadline import Deadline  # noqa: E402
-from nccl_bench.errors import CommError  # noqa: E402
-from nccl_bench.lifetime import communicator  # noqa: E402
-from nccl_bench.options import JobOptions  # noqa: E402
+from nccl_bench.core.deadline import Deadline  # noqa: E402
+from nccl_bench.core.errors import CommError  # noqa: E402
+from nccl_bench.comm.lifetime import communicator  # noqa: E402
+from nccl_bench.job.options import JobOptions  # noqa: E402
 
 
 def main() -> int:

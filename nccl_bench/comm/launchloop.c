@@ -1,0 +1,50 @@
+/* The timed loop of nccl_bench's nccl backend, in C: NCCL calls back to back, as nccl-tests'
+ * loop makes them, with no Python between two launches (nccl_bench/comm/launchloop.py builds and
+ * loads this file; it has no CUDA or NCCL dependency: it only calls the function pointers it
+ * is given).
+ *
+ * A call is a function pointer and up to 8 integer-class arguments (pointers, size_t, enums,
+ * ints). Every NCCL launch function takes only such arguments, and on x86-64 (System V) and
+ * AArch64 they travel in integer registers and then 8-byte stack slots in order, so calling
+ * any of them through the 8-argument type below passes exactly what it reads; the extra
+ * arguments are ignored. launchloop.py only loads this file on those two architectures. */
+#include <stdint.h>
+#include <time.h>
+
+typedef int (*call8_t)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t);
+
+struct nb_call {
+  call8_t fn;
+  uintptr_t arg[8];
+};
+
+static int call(const struct nb_call *c) {
+  return c->fn(c->arg[0], c->arg[1], c->arg[2], c->arg[3], c->arg[4], c->arg[5], c->arg[6], c->arg[7]);
+}
+
+/* Iterations first .. first+n-1; iteration i makes the per_iter calls that start at
+ * calls[(i % steps) * per_iter]. `before` and `after` (each NULL or one call, e.g. a CUDA event
+ * record) are made right before the first and right after the last launch, so that nothing of
+ * the caller's lies between them and the loop; `marks` (NULL or n / mark_every calls) one after
+ * every mark_every iterations. Stops at the first call that returns nonzero and returns that
+ * value (its iteration in *failed_iter, -1 for before/after). *host_ns: the host time of the
+ * launches and marks, without before/after. */
+int nb_run(const struct nb_call *calls, int per_iter, long steps, long first, long n,
+           const struct nb_call *before, const struct nb_call *after, const struct nb_call *marks,
+           long mark_every, long *failed_iter, int64_t *host_ns) {
+  struct timespec t0, t1;
+  int rc = 0;
+  *failed_iter = -1;
+  if (before && (rc = call(before)) != 0) return rc;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = first; i < first + n && rc == 0; i++) {
+    const struct nb_call *c = calls + (i % steps) * per_iter;
+    for (int k = 0; k < per_iter && rc == 0; k++, c++) rc = call(c);
+    if (rc == 0 && marks && (i - first + 1) % mark_every == 0) rc = call(marks + (i - first) / mark_every);
+    if (rc != 0) *failed_iter = i;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *host_ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  if (rc == 0 && after) rc = call(after);
+  return rc;
+}

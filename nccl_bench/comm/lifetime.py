@@ -1,0 +1,58 @@
+"""The harness owns communicator lifetime: destroy on success, abort on failure.
+
+Always: also on a deadline, an exception in the caller's body, and Ctrl-C. With a
+Reaper the teardown still follows that rule but runs in the background (nccl_bench.comm.reaper).
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from typing import TYPE_CHECKING
+
+from nccl_bench.comm import InitPlan, new_communicator
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.comm.reaper import NCCL_PROXY_POLL_MS, teardown
+
+if TYPE_CHECKING:  # the interface needs torch; the backend imports it when it is created
+    from nccl_bench.comm.base import Communicator
+
+
+@contextlib.contextmanager
+def communicator(backend: str, plan: InitPlan, deadline: Deadline, on_close=None, reaper=None, key=None,
+                 **payload):
+    """Create a communicator for `plan` within `deadline`; yield it; tear it down.
+
+    `on_close(comm, ok, seconds)` is called after teardown with the destroy (or abort)
+    time, so callers can time the destroy phase without owning it. With `reaper`, the
+    teardown is handed to it under `key` (`payload` names it in NVTX ranges) and
+    `seconds` is None: the caller reads the outcome from the reaper later.
+    """
+    comm: Communicator = new_communicator(backend)
+    ok = False
+    try:
+        comm.create(plan, deadline)
+        yield comm
+        ok = True
+    finally:
+        if reaper is not None:
+            reaper.submit(key, comm, ok, **payload)
+            seconds = None
+        else:
+            t0 = time.perf_counter()
+            teardown(comm, ok)
+            seconds = time.perf_counter() - t0
+        if on_close is not None:
+            on_close(comm, ok, seconds)
+
+
+def destroy_note(backend: str, seconds: list[float]) -> str | None:
+    """One line on what destroy cost, and on NCCL backends why it cannot be much cheaper."""
+    if not seconds:
+        return None
+    med = statistics.median(seconds) * 1e3
+    line = f"destroy: median {med:.1f} ms, max {max(seconds) * 1e3:.1f} ms over {len(seconds)} teardowns"
+    if backend in ("nccl", "torch"):
+        line += (f"; ncclCommDestroy joins NCCL's proxy threads, which poll with a {NCCL_PROXY_POLL_MS} ms "
+                 f"timeout (NCCL src/proxy.cc), so a destroy takes about {NCCL_PROXY_POLL_MS} ms at least")
+    return line

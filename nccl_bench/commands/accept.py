@@ -1,0 +1,153 @@
+"""`accept`: is this node fit to join the fleet? doctor, bandwidth, init and a short stress,
+each judged against a hardware profile (nccl_bench/profiles/*.json), with JSON and JUnit.
+
+Each step is its own bounded job (nccl_bench.job.jobs), so a hang in one step is recorded as
+that step's failure and the others still run. Error counters are read before and after
+and judged on the difference.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from nccl_bench.health import acceptance, checks as health, junit, profiles
+from nccl_bench.engine import benchfile
+from nccl_bench.core import launch, results, stats, sysinfo
+from nccl_bench.job.cli import Parser
+from nccl_bench.comm import check_backend, default_backend, gpu_count
+from nccl_bench.core.errors import EXIT_FAILED, UsageError
+from nccl_bench.job.jobs import JobFailed, run_json
+
+
+@dataclass
+class AcceptOptions:
+    backend: str | None = None
+    nranks: int | None = None
+    profile: str | None = None
+    json: str | None = None
+    junit: str | None = None
+    init_rounds: int = 10
+    stress_rounds: int = 20
+    step_timeout: float = 300.0  # seconds for each step's job
+
+    def __post_init__(self):
+        self.backend = check_backend(self.backend or default_backend())
+        for name in ("init_rounds", "stress_rounds"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if not self.step_timeout > 0:
+            raise UsageError(f"--step-timeout must be above 0 seconds, got {self.step_timeout:g}")
+        if self.nranks is not None and self.nranks < 1:
+            raise UsageError(f"--nranks must be >= 1, got {self.nranks}")
+        results.check_writable(self.json)
+        junit.check_writable(self.junit)
+
+    def job_args(self) -> list[str]:
+        return ["--backend", self.backend] + (["--nranks", str(self.nranks)] if self.nranks else [])
+
+
+def parser() -> Parser:
+    p = Parser(prog="nccl_bench accept", description="doctor + bandwidth + init + short stress, judged by a profile")
+    p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
+    p.add_argument("--nranks", type=int, default=None, help="ranks (default: one per GPU, 2 on CPU)")
+    p.add_argument("--profile", default=None, help="profile name or JSON file (default: chosen from GPU model and count)")
+    p.add_argument("--json", metavar="PATH", default=None, help="verdicts and measurements as JSON")
+    p.add_argument("--junit", metavar="PATH", default=None, help="JUnit XML: one test case per check")
+    p.add_argument("--init-rounds", type=int, default=10, help="init-latency rounds (default 10)")
+    p.add_argument("--stress-rounds", type=int, default=20, help="short scoped stress rounds (default 20)")
+    p.add_argument("--step-timeout", type=float, default=300.0, help="seconds allowed per step (default 300)")
+    return p
+
+
+# --- the steps: each returns (measurements, step record) ------------------------------------------
+def step_doctor(o: AcceptOptions) -> dict:
+    doc = run_json(["nccl_bench", "doctor", *o.job_args()], o.step_timeout, ok_codes=(0, 1))
+    return {"doctor": doc["rows"]}
+
+
+def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
+    names = sorted({f.collective for f in profile.busbw} | {"all_reduce"})
+    top = max([f.bytes for f in profile.busbw] + [8])
+    doc = run_json(["nccl_bench", "bench", *o.job_args(), "--collective", ",".join(names), "-b", "8",
+                    "-e", str(top), "-f", "2", "-n", "20", "-w", "5", "-c", "1"], o.step_timeout, ok_codes=(0, 1))
+    rows = benchfile.rows(doc)
+    busbw = {(r["collective"], r["size"]): r["out_of_place"]["bus_bw"] for r in rows}
+    eight = [r["out_of_place"]["time"] for r in rows if r["collective"] == "all_reduce" and r["size"] == 8]
+    wrong = sum((r[p].get("nwrong") or 0) for r in rows for p in ("out_of_place", "in_place"))
+    return {"busbw": busbw, "wrong": wrong, **({"latency_us_8B": min(eight)} if eight else {})}
+
+
+def step_init(o: AcceptOptions) -> dict:
+    doc = run_json(["nccl_bench", "init", *o.job_args(), "--init", "scoped", "--rounds", str(o.init_rounds)],
+                   o.step_timeout, ok_codes=(0, 1))
+    inits = [r["init_s"] for r in doc["rows"] if not r.get("warmup") and r["outcome"] == "ok" and r["init_s"]]
+    failed = sum(1 for r in doc["rows"] if not r.get("warmup") and r["outcome"] != "ok")
+    out = {"init_failures": failed}
+    if inits:
+        out["init_ms_p50"] = stats.percentile(inits, 0.5) * 1e3
+    return out
+
+
+def step_stress(o: AcceptOptions) -> dict:
+    doc = run_json(["stress", *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
+                   o.step_timeout, json_flag="--summary-json", ok_codes=(0, 1))
+    return {"stress_failures": int(doc["failures"])}
+
+
+def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[dict]]:
+    m, steps = {"counters_before": health.read_counters()}, []
+    for name, fn in (("doctor", lambda: step_doctor(o)), ("bench", lambda: step_bench(o, profile)),
+                     ("init", lambda: step_init(o)), ("stress", lambda: step_stress(o))):
+        print(f"accept: {name} ...", flush=True)
+        try:
+            m.update(fn())
+            steps.append({"step": name, "status": "ran"})
+        except JobFailed as e:
+            steps.append({"step": name, "status": "failed", "reason": e.reason})
+            print(f"accept: {name} failed: {e.reason}", flush=True)
+    m["counters_after"] = health.read_counters()
+    return m, steps
+
+
+def step_verdicts(steps: list[dict]) -> list[acceptance.Verdict]:
+    """A step whose job failed is a failed check of its own, with the job's reason."""
+    return [acceptance.Verdict(f"step {s['step']}", "fail", None, "job completes", s["reason"])
+            for s in steps if s["status"] == "failed"]
+
+
+def main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    if launch.detect() is not None:
+        raise UsageError("accept starts its own jobs on this node: run it without torchrun/srun/mpirun")
+    o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
+                      init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout)
+    profile = profiles.choose(o.profile, o.backend, profiles.detected_gpu_names())
+    print(f"accept: profile {profile.name} ({profile.description}), backend {o.backend}, "
+          f"{o.nranks or (gpu_count() if o.backend != 'gloo' else 2)} rank(s)", flush=True)
+    m, steps = run_steps(o, profile)
+    verdicts = step_verdicts(steps) + acceptance.judge(profile, m)
+    print(acceptance.table(verdicts))
+    for v in verdicts:
+        if v.status == "fail":
+            print(v.message())
+    ok = acceptance.all_passed(verdicts)
+    if o.json:
+        rows = [v.as_dict() for v in verdicts]
+        meas = {k: ({f"{c}:{b}": x for (c, b), x in v.items()} if k == "busbw" else v) for k, v in m.items()}
+        meta = {**sysinfo.collect(o.backend), "profile": profile.name, "steps": steps, "measurements": meas,
+                "verdict": "PASS" if ok else "FAIL"}
+        print(f"wrote {results.write('accept', rows, meta, o.json)}")
+    if o.junit:
+        doctor_rows = m.get("doctor", [])
+        suites = ([junit.suite_from_checks("doctor", doctor_rows)] if doctor_rows else []) + [
+            junit.suite_from_verdicts(f"accept.{profile.name}", verdicts)]
+        print(f"wrote {junit.write(o.junit, *suites)}")
+    print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name}")
+    return 0 if ok else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    from nccl_bench.job.cli import guarded
+    sys.exit(guarded(lambda: main(sys.argv[1:])))

@@ -1,0 +1,162 @@
+"""Who am I: rank, world size, local rank and master from torchrun, Slurm or Open MPI.
+
+With no launcher in the environment a command launches itself on this node through
+PyTorch's own launcher (torch.distributed.run's standalone mode, via elastic_launch).
+Multi-node runs go through torchrun or srun as users already run them.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import uuid
+from dataclasses import dataclass
+
+from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE, UsageError
+
+SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"
+
+
+@dataclass(frozen=True)
+class Identity:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+    launcher: str  # torchrun | slurm | mpi
+    host: str
+    run_id: str = "local"
+    restart: int = 0
+    agent_store: bool = False  # the launcher hosts a store at master_addr:master_port
+
+    @property
+    def single_node(self) -> bool:
+        return self.local_world_size == self.world_size and _is_local(self.master_addr)
+
+
+def _is_local(addr: str) -> bool:
+    if addr in ("localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()):
+        return True
+    return addr.startswith("127.")
+
+
+def _int(env, name: str) -> int:
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        raise UsageError(f"launcher environment: {name} is missing or not an integer") from None
+
+
+def first_host(nodelist: str) -> str:
+    """First host of a Slurm node list such as 'gpu[003-005,009],login1' -> 'gpu003'."""
+    m = re.match(r"\s*([^,\[]+)(?:\[([^\]]+)\])?", nodelist or "")
+    if not m:
+        raise UsageError(f"cannot parse the Slurm node list '{nodelist}'")
+    prefix, ranges = m.group(1), m.group(2)
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def detect(env=None) -> Identity | None:
+    """The launcher's view of this process, or None when no launcher started it."""
+    env = os.environ if env is None else env
+    host = socket.gethostname()
+    if "RANK" in env and "WORLD_SIZE" in env:  # torchrun, our self-launch, or plain env://
+        return Identity(
+            rank=_int(env, "RANK"), world_size=_int(env, "WORLD_SIZE"),
+            local_rank=int(env.get("LOCAL_RANK", 0)),
+            local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"), master_port=int(env.get("MASTER_PORT", 29500)),
+            launcher="torchrun", host=host, run_id=env.get("TORCHELASTIC_RUN_ID", "env"),
+            restart=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true")
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and "SLURM_STEP_ID" in env:
+        master = env.get("MASTER_ADDR") or first_host(
+            env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", ""))
+        ntasks = _int(env, "SLURM_NTASKS")
+        nnodes = int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", 1)))
+        return Identity(
+            rank=_int(env, "SLURM_PROCID"), world_size=ntasks, local_rank=int(env.get("SLURM_LOCALID", 0)),
+            local_world_size=ntasks if nnodes == 1 else -1, master_addr=master,
+            master_port=int(env.get("MASTER_PORT", 29500)), launcher="slurm", host=host,
+            run_id=f"{env.get('SLURM_JOB_ID', 'slurm')}.{env['SLURM_STEP_ID']}")
+    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
+        size = _int(env, "OMPI_COMM_WORLD_SIZE")
+        local_size = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", size))
+        return Identity(
+            rank=_int(env, "OMPI_COMM_WORLD_RANK"), world_size=size,
+            local_rank=int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)), local_world_size=local_size,
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1" if local_size == size else ""),
+            master_port=int(env.get("MASTER_PORT", 29500)), launcher="mpi", host=host)
+    return None
+
+
+def describe(env=None) -> str:
+    ident = detect(env)
+    if ident is None:
+        return "none (self-launch through torch.distributed.run, standalone)"
+    return f"{ident.launcher} (rank {ident.rank} of {ident.world_size})"
+
+
+def die_with_parent() -> None:
+    """Workers die when their launcher dies, even by SIGKILL: no orphan holds a GPU."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(EXIT_FAILED)
+
+
+def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
+                max_restarts: int = 0, failures: list | None = None) -> int:
+    """Run `python argv...` as `nranks` local workers through PyTorch's elastic launcher.
+
+    Returns the job's exit code: 0 if every worker succeeded, 2 if any worker reported
+    bad input, else 1. Workers are reaped on success, failure, timeout and Ctrl-C: the
+    agent forwards SIGINT/SIGTERM to them and they die with it on SIGKILL. A `failures`
+    list receives how each failed worker ended (rank, pid, exitcode, signal name or None).
+    """
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    # The agent's loggers set their own levels, so quiet each one (our driver reports failures).
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
+    os.environ[SELF_LAUNCH_ENV] = "1"
+    for k, v in (env_extra or {}).items():
+        os.environ[k] = v
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=nranks, run_id=str(uuid.uuid4()),
+        rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
+        monitor_interval=0.1, start_method="spawn", local_addr="127.0.0.1")
+    try:
+        elastic_launch(config, sys.executable)(*argv)
+    except ChildFailedError as e:
+        codes = [f.exitcode for f in e.failures.values()]
+        if failures is not None:
+            failures.extend({"rank": r, "pid": f.pid, "exitcode": f.exitcode,
+                             "signal": f.signal_name() if f.exitcode < 0 else None}
+                            for r, f in sorted(e.failures.items()))
+        return EXIT_USAGE if EXIT_USAGE in codes else EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # the agent itself failed (signal, rendezvous)
+        name = type(e).__name__
+        if name == "SignalException":
+            return 128 + int(getattr(e, "sigval", signal.SIGTERM))
+        print(f"launcher failed: {name}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0

@@ -1,0 +1,50 @@
+"""Result files: flat rows plus one metadata block; never overwrite an existing file."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from nccl_bench.core.errors import UsageError
+from nccl_bench.core.sysinfo import REPO, machine_name
+
+SCHEMA_VERSION = 1
+
+
+def default_path(kind: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return REPO / "results" / f"{kind}-{machine_name()}-{stamp}.json"
+
+
+def check_writable(path: str | Path | None, option: str = "--json") -> None:
+    """Fail early (exit 2) if a requested output file exists or its folder is missing."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.exists():
+        raise UsageError(f"{p} already exists; results are never overwritten (choose another {option} path)")
+    if not p.parent.is_dir():
+        raise UsageError(f"folder {p.parent} does not exist (for {option} {p})")
+
+
+def write(kind: str, rows: list[dict], meta: dict, path: str | Path | None = None) -> Path:
+    """Write {kind, schema, meta, rows}; a taken name gets a numeric suffix, never overwritten."""
+    return write_doc(kind, {"kind": kind, "schema": SCHEMA_VERSION, "meta": meta, "rows": rows}, path)
+
+
+def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
+    """Write a whole document (bench: nccl-tests' layout, nccl_bench.engine.benchfile), never overwriting."""
+    p = Path(path) if path else default_path(kind)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    candidate, n = p, 1
+    while True:
+        try:
+            with open(candidate, "x") as f:
+                json.dump(doc, f, indent=1)
+                f.write("\n")
+            return candidate
+        except FileExistsError:
+            if path:  # an explicit path that appeared meanwhile: do not invent another name
+                raise UsageError(f"{candidate} already exists; results are never overwritten") from None
+            candidate = p.with_name(f"{p.stem}-{n}{p.suffix}")
+            n += 1

@@ -1,0 +1,220 @@
+"""What this machine is: versions, GPUs and how they are linked, the launcher.
+
+Used by `info` and by the metadata block every result file carries.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# Every torch release through 2.15 ships the unscoped scalable-init keys (pytorch#178473).
+LAST_TORCH_WITH_UNSCOPED_KEYS = (2, 15)
+
+
+def torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+def torch_reuses_unscoped_keys() -> dict:
+    """Whether the installed torch's scalable init reads `UniqueNCCLID:<root>` unscoped."""
+    v = torch_version()
+    m = re.match(r"(\d+)\.(\d+)", v)
+    major_minor = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    known = major_minor <= LAST_TORCH_WITH_UNSCOPED_KEYS
+    return {"torch": v, "reuses_unscoped_keys": True if known else None,
+            "why": (f"torch {v} <= 2.15: every release through 2.15 keys scalable-init IDs as "
+                    "UniqueNCCLID:<root> with no per-communicator scope (pytorch#178473)") if known
+            else f"torch {v} is newer than 2.15: not known; run `python -m stress --backend torch --init stock`"}
+
+
+def nccl_info() -> dict:
+    """NCCL version and library path (nccl4py's view when installed, else torch's)."""
+    out = {"version": None, "path": None, "nccl4py": None}
+    try:
+        import torch
+        if torch.cuda.is_available():
+            v = torch.cuda.nccl.version()
+            out["version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:
+        pass
+    try:
+        from importlib.metadata import version
+        out["nccl4py"] = version("nccl4py")
+    except Exception:
+        pass
+    try:
+        import nccl.core as nc
+        vi = nc.get_version()
+        if vi.libnccl is not None:
+            out["version"] = str(vi.libnccl.version)
+            out["path"] = str(vi.libnccl.path) if vi.libnccl.path else None
+    except Exception:
+        pass
+    if out["path"] is None:
+        out["path"] = _mapped_lib("libnccl")
+    return out
+
+
+def _mapped_lib(name: str) -> str | None:
+    try:
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            if name in line and "/" in line:
+                return line.split()[-1]
+    except OSError:
+        pass
+    return None
+
+
+@lru_cache(maxsize=1)
+def gpus() -> dict:
+    """GPU models, memory, driver, and the links between each pair (NVML)."""
+    try:
+        import pynvml as nv
+        nv.nvmlInit()
+    except Exception as e:
+        return {"count": 0, "driver": None, "devices": [], "links": [], "why": f"no NVML: {type(e).__name__}"}
+    try:
+        n = nv.nvmlDeviceGetCount()
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        devices, bus = [], {}
+        for i, h in enumerate(handles):
+            name = nv.nvmlDeviceGetName(h)
+            pci = nv.nvmlDeviceGetPciInfo(h).busId
+            pci = pci.decode() if isinstance(pci, bytes) else pci
+            bus[_norm_bus(pci)] = i
+            devices.append({"index": i, "name": name if isinstance(name, str) else name.decode(),
+                            "memory_gib": round(nv.nvmlDeviceGetMemoryInfo(h).total / 2**30, 1),
+                            "pci_bus_id": pci})
+        links = _links(nv, handles, bus)
+        drv = nv.nvmlSystemGetDriverVersion()
+        return {"count": n, "driver": drv if isinstance(drv, str) else drv.decode(),
+                "devices": devices, "links": links}
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _norm_bus(bus_id: str) -> str:
+    return bus_id.lower()[-12:]  # ignore the domain's width
+
+
+def _links(nv, handles, bus) -> list[dict]:
+    """Each GPU pair: NV<k> as `nvidia-smi topo -m` shows it, else the PCIe relationship.
+
+    k counts the NVLinks from one GPU straight to the other. Through NVSwitches (HGX 4/8-GPU
+    boards) a link's far end is a switch, and a pair reaches each other over all of its links:
+    k is the smaller GPU's switch-link count. Where the far end cannot be read (seen in VMs)
+    but NVML says the pair talks over NVLink, the same rule applies to its active links.
+    """
+    counts: dict[tuple[int, int], int] = {}
+    to_switch = [0] * len(handles)
+    for i, h in enumerate(handles):
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                if nv.nvmlDeviceGetNvLinkState(h, link) != nv.NVML_FEATURE_ENABLED:
+                    continue
+                if _far_end_is_switch(nv, h, link):
+                    to_switch[i] += 1
+                    continue
+                remote = nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId
+                remote = remote.decode() if isinstance(remote, bytes) else remote
+            except Exception:
+                continue
+            j = bus.get(_norm_bus(remote))
+            if j is not None and j != i:
+                counts[(min(i, j), max(i, j))] = counts.get((min(i, j), max(i, j)), 0) + 1
+    active = [_active_links(nv, h) for h in handles]
+    out = []
+    for i in range(len(handles)):
+        for j in range(i + 1, len(handles)):
+            k = counts.get((i, j), 0) // 2 or counts.get((i, j), 0)
+            if not k and to_switch[i] and to_switch[j]:
+                k = min(to_switch[i], to_switch[j])
+            if not k and not counts and _p2p_nvlink(nv, handles[i], handles[j]):
+                k = min(active[i], active[j])  # far ends unreadable
+            if k:
+                out.append({"gpus": [i, j], "link": f"NV{k}"})
+            else:
+                try:
+                    lvl = nv.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
+                    out.append({"gpus": [i, j], "link": {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB",
+                                                          40: "NODE", 50: "SYS"}.get(int(lvl), str(lvl))})
+                except Exception:
+                    out.append({"gpus": [i, j], "link": "?"})
+    return out
+
+
+def _far_end_is_switch(nv, h, link) -> bool:
+    try:
+        return nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link) == getattr(nv, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 1)
+    except Exception:
+        return False
+
+
+def _active_links(nv, h) -> int:
+    n = 0
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            n += nv.nvmlDeviceGetNvLinkState(h, link) == nv.NVML_FEATURE_ENABLED
+        except Exception:
+            continue
+    return n
+
+
+def _p2p_nvlink(nv, a, b) -> bool:
+    try:
+        return nv.nvmlDeviceGetP2PStatus(a, b, nv.NVML_P2P_CAPS_INDEX_NVLINK) == nv.NVML_P2P_STATUS_OK
+    except Exception:
+        return False
+
+
+def git_sha() -> str | None:
+    if os.environ.get("NCCL_BENCH_GIT_SHA"):  # a snapshot without .git (e.g. copied to a GPU machine)
+        return os.environ["NCCL_BENCH_GIT_SHA"]
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        sha = out.stdout.strip()
+        if sha and subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "nccl_bench", "stress"],
+                                  capture_output=True, timeout=5).returncode:
+            sha += "+dirty"
+        return sha or None
+    except Exception:
+        return None
+
+
+def machine_name() -> str:
+    """'h200x2' from the GPU model and count; 'cpu' without GPUs (asv records no GPU)."""
+    g = gpus()
+    if not g["count"]:
+        return "cpu"
+    model = g["devices"][0]["name"].replace("NVIDIA", "").strip().split()[0].lower()
+    return f"{model}x{g['count']}"
+
+
+def environment_knobs() -> dict:
+    """NCCL and PyTorch variables that change behaviour."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM")) or k in ("CUDA_VISIBLE_DEVICES",)}
+
+
+def collect(backend: str | None = None, hosts: list[str] | None = None) -> dict:
+    """The metadata block of every result file."""
+    from nccl_bench.core.launch import describe
+    g = gpus()
+    return {
+        "versions": {"torch": torch_version(), "nccl": nccl_info()["version"], "nccl4py": nccl_info()["nccl4py"],
+                     "driver": g["driver"], "python": platform.python_version()},
+        "gpus": g["devices"], "links": g["links"], "machine": machine_name(),
+        "hosts": hosts or [socket.gethostname()], "backend": backend,
+        "launcher": describe(), "git_sha": git_sha(), "env": environment_knobs(),
+    }

@@ -1,0 +1,58 @@
+"""bench's text output, laid out as nccl-tests prints it: the table per collective, the footer,
+and -M's memory line. Rows are the sweep's (nccl_bench.engine.sweep); nothing here measures."""
+from __future__ import annotations
+
+from nccl_bench.engine.benchfile import totals
+
+_PLACE = ["time", "algbw", "busbw", "#wrong"]
+_PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%"]  # -I: nccl-tests' extra columns per placement
+
+
+def table(rows: list[dict], title: str) -> str:
+    """nccl-tests' columns: size count type redop root | out-of-place | in-place [| timestamp]."""
+    from tabulate import tabulate
+    per_iter = bool(rows) and "out_of_place_per_iter" in rows[0]
+    stamped = bool(rows) and "timestamp" in rows[0]
+
+    def place(r, p):
+        m = r[p]
+        cells = [f"{m['time'] if 'time' in m else m['cpu_time']:.2f}", f"{m['alg_bw']:.2f}", f"{m['bus_bw']:.2f}",
+                 "N/A" if m["nwrong"] is None else m["nwrong"]]
+        if per_iter:
+            i = r[p + "_per_iter"]
+            cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}"]
+        return cells
+    head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
+            *(["timestamp"] if stamped else [])]
+    body = [[r["size"], r["count"], r["type"], r["redop"], r["root"], *place(r, "out_of_place"), *place(r, "in_place"),
+             *([r["timestamp"]] if stamped else [])] for r in rows]
+    text = tabulate(body, headers=head, tablefmt="plain", disable_numparse=True, colalign=("right",) * len(head))
+    lines = text.splitlines()
+    cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
+    time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
+    units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
+             + (" i_min i_max i_p99 (us) i_cv%" if per_iter else "") + "  |  in-place: the same")
+    notes = [f"# in-place {r['collective']}: timed, not checked (point-to-point in place has no defined "
+             "order across processes)" for r in rows[:1] if r["in_place"]["nwrong"] is None
+             and r["out_of_place"]["nwrong"] is not None]
+    return "\n".join([f"# {title}", f"# {units}", "#" + lines[0][1:], *lines[1:], *notes])
+
+
+def footer(rows: list[dict]) -> str:
+    """nccl-tests' closing lines: wrong values over the run and the average busbw."""
+    wrong, avg = totals(rows)
+    return (f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}\n"
+            f"# Avg bus bandwidth    : {avg:.4g}")
+
+
+def memory_line(per_rank: list[dict]) -> str:
+    """nccl-tests' -M line: the rank that used the most."""
+    gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
+    rss = max(range(len(per_rank)), key=lambda r: per_rank[r]["host_peak_rss_bytes"])
+    host = f"host peak RSS {gib(per_rank[rss]['host_peak_rss_bytes'])} (rank {rss})"
+    if "device_used_bytes" not in per_rank[0]:
+        return f"# GPU memory usage : N/A (gloo runs on the CPU); {host}"
+    top = max(range(len(per_rank)), key=lambda r: per_rank[r]["device_used_bytes"])
+    m = per_rank[top]
+    return (f"# GPU memory usage : {gib(m['device_used_bytes'])} of {gib(m['device_total_bytes'])} used on the "
+            f"device (rank {top}; NCCL's buffers included), torch peak {gib(m['torch_peak_bytes'])}; {host}")

@@ -1,0 +1,201 @@
+"""The engine: for one collective on one communicator, sweep sizes, time, check, aggregate.
+
+First, as nccl-tests' TimeTest, the warm-up: -w launches at the largest size, then -w at the
+smallest, each followed by a wait (so no point, the first included, pays for connections,
+lazily loaded kernels or ranks that arrive apart). Then per size, out-of-place then in-place:
+time the launch loop (nccl_bench.engine.timing), then run `check` separate iterations on freshly
+filled inputs and count the elements that differ from the exactly predictable result. After
+the sweep the ranks' times, host times per launch and wrong counts are gathered through the
+job store and aggregated (rank0 / avg / min / max of the times, sum of #wrong); bandwidths
+follow nccl-tests: algbw = size / time, busbw = algbw * factor. With -C the placement's time
+key is "cpu_time" and holds the host time per launch, as nccl-tests' -C 1 (bandwidths stay
+those of the device time). With -I every rank's per-iteration times travel along: the row
+keeps one list per process and, per iteration, the max over processes (nccl-tests'
+per_process_max_times_us and times_us).
+The engine never asks which collective it runs: the record says everything.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+from nccl_bench.core import markers, stats
+from nccl_bench.engine.collectives import Collective, Layout, count_wrong, fill
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.report.readers import PLACES
+from nccl_bench.engine.sweepplan import SweepPlan
+from nccl_bench.engine.timing import seconds_per_op
+
+
+def aggregate(values: list[float], how: str) -> float:
+    if how == "rank0":
+        return values[0]
+    if how == "min":
+        return min(values)
+    if how == "max":
+        return max(values)
+    return sum(values) / len(values)
+
+
+def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
+    """(send, recv) tensors for one size, `shift` elements into both buffers; in place they share
+    the larger buffer, as in nccl-tests."""
+    send_buf, recv_buf = send_buf[shift:], recv_buf[shift:]
+    if not in_place:
+        return send_buf[:lay.send], recv_buf[:lay.recv]
+    if lay.recv >= lay.send:
+        buf = recv_buf[:lay.recv]
+        send = buf if lay.send == lay.recv and lay.send_inplace == 0 else buf[lay.send_inplace:lay.send_inplace + lay.send]
+        return send, buf
+    buf = send_buf[:lay.send]
+    return buf, buf[lay.recv_inplace:lay.recv_inplace + lay.recv]
+
+
+def per_iter_block(per_process: list[list[float]], skip: int) -> dict:
+    """nccl-tests' -I object from every process's per-iteration seconds: statistics (µs) of the
+    per-iteration max over processes, after the first `skip` iterations; the process rows with
+    more than one process."""
+    rows = [[t * 1e6 for t in times[skip:]] for times in per_process]
+    times_us = [max(col) for col in zip(*rows)]
+    block = {**stats.per_iter_summary(times_us), "times_us": times_us}
+    if len(rows) > 1:
+        block["per_process_max_times_us"] = rows
+    return block
+
+
+class Sweep:
+    """Runs one collective's sweep on one communicator; `rows()` are this job's aggregated rows."""
+
+    def __init__(self, job, comm, coll: Collective, plan: SweepPlan, tag: str, progress: bool = False):
+        self.job, self.comm, self.coll, self.plan, self.tag = job, comm, coll, plan, tag
+        self.progress = progress and job.rank == 0
+        self.stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
+        self.dtype = getattr(torch, plan.dtype)
+        elt = torch.empty((), dtype=self.dtype).element_size()
+        layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
+        self.layouts = [lay for lay in layouts if lay.send and lay.recv]  # nothing to move: no row
+
+    def _args(self, lay: Layout) -> dict:
+        return self.coll.call_args(self.plan.op, self.plan.root, self.job.rank, self.job.nranks, lay)
+
+    def _wait(self):
+        self.comm.wait(Deadline(self.plan.timeout), self.coll.name)
+
+    def _launcher(self, send_buf, recv_buf, lay: Layout, in_place: bool):
+        """make_loop(stream) for the timing loop. Iteration i runs on buffers moved by
+        (i % steps) x the size, as nccl-tests' startColl does "to avoid cache effects": steps is
+        how many sizes fit in the buffers (each as large as the sweep's largest)."""
+        span, skew = max(lay.send, lay.recv), self.plan.unalign
+        steps = min((send_buf.numel() - skew) // span, max(self.plan.timing.ops, self.plan.timing.warmup, 1))
+        views = [_views(send_buf, recv_buf, lay, in_place, k * span + skew) for k in range(steps)]
+        args = self._args(lay)
+        return lambda stream: self.comm.launch_loop(self.coll.method, views, stream=stream, **args)
+
+    def _warm_up(self, send_buf, recv_buf) -> None:
+        """nccl-tests' warm-up: -w launches at the largest size, then -w at the smallest."""
+        n = self.plan.timing.warmup
+        if not n:
+            return
+        for lay in (self.layouts[-1], self.layouts[0]):  # sizes ascend
+            self._launcher(send_buf, recv_buf, lay, False)(self.stream).run(0, n)
+            self._wait()
+
+    def _check(self, send, recv, lay: Layout) -> int:
+        segments = self.coll.segments(lay, self.job.rank, self.job.nranks, self.plan.root)
+        wrong = 0
+        for _ in range(self.plan.check):
+            recv.zero_()  # inputs are >= 1: a result never written shows up as wrong
+            fill(send, self.job.rank, self.plan.op, self.job.nranks)
+            self.comm.prepare(self.coll.method, send, recv, stream=self.stream, **self._args(lay))()
+            self._wait()
+            wrong += count_wrong(recv, segments, self.plan.op, self.job.nranks)
+        return wrong
+
+    def _size(self, send_buf, recv_buf, lay: Layout) -> dict:
+        """This rank's measurements of one size, per placement (out-of-place, in-place): seconds
+        per operation, host seconds per launch, #wrong (None: not checked), per-iteration seconds
+        (None without -I); and the local time the size began."""
+        p, dev = self.plan, self.comm.device
+        mine = {"time": [], "host": [], "wrong": [], "per_iter": [], "start": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for in_place in (False, True):
+            send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
+            t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
+            mine["time"].append(t.seconds)
+            mine["host"].append(t.host_seconds)
+            mine["per_iter"].append(t.per_iter)
+            checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
+            mine["wrong"].append(self._check(send, recv, lay) if checked else None)
+        return mine
+
+    def _measure(self) -> list[dict]:
+        """This rank's _size() lists per cycle and size, cycle by cycle."""
+        p = self.plan
+        # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
+        numel = max(max(lay.send, lay.recv) for lay in self.layouts) + p.unalign
+        send_buf, recv_buf = self.comm.alloc(numel, self.dtype), self.comm.alloc(numel, self.dtype)
+        handles = self.comm.register([send_buf, recv_buf], p.register) if p.register else []
+        try:
+            self._warm_up(send_buf, recv_buf)
+            mine = []
+            for cycle in range(p.cycles):
+                for i, lay in enumerate(self.layouts):
+                    self._show(i, lay, cycle)
+                    with markers.span("size", bytes=lay.bytes, collective=self.coll.name, cycle=cycle):
+                        mine.append(self._size(send_buf, recv_buf, lay))
+            self._show(None, None)
+        finally:
+            for h in reversed(handles):  # before the buffers go (a window's deregistration is collective)
+                h.close()
+        del send_buf, recv_buf
+        return mine
+
+    def rows(self) -> list[dict]:
+        """Measure on every rank, then aggregate across ranks; every rank returns the same rows."""
+        if not self.layouts:
+            return []
+        with markers.span("collective", collective=self.coll.name, run=self.tag):
+            if self.stream is not None:
+                with torch.cuda.stream(self.stream):
+                    mine = self._measure()
+            else:
+                mine = self._measure()
+        everyone = self.job.store.all_gather_obj(f"bench/{self.tag}/{self.coll.name}", mine,
+                                                 timeout=self.plan.timeout + 60)
+        n = len(self.layouts)
+        return [self._row(cycle, lay, [e[cycle * n + i] for e in everyone])
+                for cycle in range(self.plan.cycles) for i, lay in enumerate(self.layouts)]
+
+    def _row(self, cycle: int, lay: Layout, per_rank: list[dict]) -> dict:
+        p, coll = self.plan, self.coll
+        row = {"collective": coll.name, "size": lay.bytes, "count": lay.count, "type": p.type_name,
+               "redop": p.op if coll.reduces else "none", "root": p.root if coll.rooted else -1, "cycle": cycle}
+        host_us = {}
+        for k, place in enumerate(PLACES):
+            t = aggregate([r["time"][k] for r in per_rank], p.aggregate)
+            host_us[place] = aggregate([r["host"][k] for r in per_rank], p.aggregate) * 1e6
+            wrongs = [r["wrong"][k] for r in per_rank]
+            wrong = None if wrongs[0] is None else sum(wrongs)
+            algbw = lay.alg_bytes / t / 1e9 if t > 0 else 0.0
+            shown = ("cpu_time", host_us[place]) if p.report_cputime else ("time", t * 1e6)
+            row[place] = {shown[0]: shown[1], "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
+                          "nwrong": wrong}
+            if p.timing.per_iter:
+                row[place + "_per_iter"] = per_iter_block([r["per_iter"][k] for r in per_rank], p.per_iter_skip)
+        row["host_us"] = host_us  # host time per launch, with or without -C
+        row["actual_iterations"] = p.timing.iters
+        if p.timestamps:
+            row["timestamp"] = per_rank[0]["start"]
+        return row
+
+    def _show(self, i, lay, cycle: int = 0) -> None:
+        """A progress line on stderr, only when it is a terminal."""
+        if not self.progress or not sys.stderr.isatty():
+            return
+        if lay is None:
+            sys.stderr.write("\r\033[K")
+        else:
+            of = f", cycle {cycle + 1}/{self.plan.cycles}" if self.plan.cycles > 1 else ""
+            sys.stderr.write(f"\r\033[K{self.tag} {self.coll.name}: {lay.bytes} B ({i + 1}/{len(self.layouts)}{of})")
+        sys.stderr.flush()

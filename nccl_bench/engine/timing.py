@@ -1,0 +1,158 @@
+"""The only place that times: seconds per operation of a launch loop, and its host cost.
+
+GPU: CUDA events around the whole loop of `iters` launches on one stream (as nccl-tests times
+its loop, not each call), recorded by the loop itself right before its first and after its last
+launch (nccl_bench.comm.launchloop: from C in the compiled loop). Before it, as nccl-tests' BenchTime does, one untimed "sync"
+launch (iteration 0) and a wait: the GPU starts the loop idle, so the time includes the
+host's launch cost as nccl-tests' does, and the ranks, which see that launch end together,
+start the loop together. The warm-up proper (-w launches at the largest and the smallest
+size) is the sweep's, once at its start, as nccl-tests' TimeTest does.
+`-z` synchronizes after each launch.
+With graph replays, the `iters` launches are captured into one CUDA graph (on the same
+stream) and the graph is replayed; time per operation = elapsed / (iters * replays).
+The loop (nccl_bench.comm.launchloop) makes iteration i on its step i % steps, so the caller can
+move the buffers from one iteration to the next as nccl-tests' startColl does.
+Host time: the seconds the host spent making the launches, per operation (-C/--report_cputime).
+
+CPU (gloo): wall clock around the same loop, waiting for completion at the end.
+
+-m/--agg_iters: each iteration launches that many operations back to back; time per operation
+= elapsed / (iters * agg). -I/--per_iter_timing: also the time of every iteration (per
+operation, i.e. divided by agg): on GPU an event after each iteration on the same stream (the
+loop is not slowed), on CPU the wall clock around each iteration, waiting for it (a gloo
+iteration has no other end to time).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from nccl_bench.core.errors import UsageError
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    iters: int = 20  # timed launches (-n)
+    warmup: int = 5  # launches at the largest and at the smallest size when a sweep starts (-w)
+    blocking: bool = False  # -z: wait for each operation before launching the next
+    graph_replays: int = 0  # -G: 0 = eager; N = capture `iters` launches, replay the graph N times
+    agg: int = 1  # -m: operations per iteration
+    per_iter: bool = False  # -I: keep every iteration's time
+
+    def __post_init__(self):
+        if self.iters < 1:
+            raise UsageError(f"-n/--iters must be >= 1, got {self.iters}")
+        if self.warmup < 0:
+            raise UsageError(f"-w/--warmup_iters must be >= 0, got {self.warmup}")
+        if self.graph_replays < 0:
+            raise UsageError(f"-G/--cudagraph must be >= 0, got {self.graph_replays}")
+        if self.agg < 1:
+            raise UsageError(f"-m/--agg_iters must be >= 1, got {self.agg}")
+        if self.per_iter and self.graph_replays:
+            raise UsageError("-I/--per_iter_timing cannot time iterations inside a CUDA graph; drop -G/--cudagraph")
+
+    @property
+    def ops(self) -> int:
+        return self.iters * self.agg
+
+
+class Timing(NamedTuple):
+    seconds: float  # per operation: CUDA events (GPU) or wall clock (CPU) around the loop
+    host_seconds: float  # per operation: the host's time making the launches (graph: the replays)
+    per_iter: list[float] | None = None  # -I: seconds per operation of each iteration, else None
+
+
+def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
+                   stream=None) -> Timing:
+    """Time one collective. `make_loop(stream)` returns its launch loop (run(first, n) -> host
+    seconds, one operation per step); `wait()` blocks until done.
+
+    `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
+    """
+    loop = make_loop(stream)
+    loop.run(0, 1)  # nccl-tests' sync launch
+    wait()
+    if stream is None:
+        return _cpu(loop, plan, wait)
+    if plan.graph_replays:
+        return _graph(loop, plan, wait, stream)
+    return _eager(loop, plan, wait, stream)
+
+
+def _launch_all(loop, plan: TimingPlan, sync: Callable[[], None], mark: Callable[[], None] | None = None) -> float:
+    """Host seconds to make the iters x agg launches (-z: each followed by `sync`, counted too);
+    -I: `mark()` after each iteration, not counted."""
+    if not plan.blocking and mark is None:
+        return loop.run(0, plan.ops)
+    host = 0.0
+    for i in range(plan.iters):
+        if plan.blocking:
+            for j in range(plan.agg):
+                t0 = time.perf_counter()
+                loop.run(i * plan.agg + j, 1)
+                sync()
+                host += time.perf_counter() - t0
+        else:
+            host += loop.run(i * plan.agg, plan.agg)
+        if mark is not None:
+            mark()
+    return host
+
+
+def _cpu(loop, plan: TimingPlan, wait) -> Timing:
+    marks = [time.perf_counter()]
+
+    def mark():  # a gloo iteration has no other end to time than waiting for it
+        wait()
+        marks.append(time.perf_counter())
+    host = _launch_all(loop, plan, wait, mark if plan.per_iter else None)
+    wait()
+    elapsed = time.perf_counter() - marks[0]
+    per_iter = [(b - a) / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
+    return Timing(elapsed / plan.ops, host / plan.ops, per_iter)
+
+
+def _eager(loop, plan: TimingPlan, wait, stream) -> Timing:
+    import torch
+    event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    start, end = event(), event()
+    # -I: one event per iteration, made before the loop, recorded after each iteration on the same
+    # stream (recording is all the loop pays)
+    marks = [start] + ([event() for _ in range(plan.iters)] if plan.per_iter else [])
+    if plan.blocking:  # -z: each launch waited for, from here
+        recorded = iter(marks[1:])
+        start.record(stream)
+        host = _launch_all(loop, plan, stream.synchronize,
+                           (lambda: next(recorded).record(stream)) if plan.per_iter else None)
+        end.record(stream)
+    else:  # the loop records the events itself, right around its launches
+        host = loop.run(0, plan.ops, before=loop.record(start, stream), after=loop.record(end, stream),
+                        marks=[loop.record(m, stream) for m in marks[1:]], mark_every=plan.agg)
+    wait()
+    end.synchronize()
+    per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
+    return Timing(start.elapsed_time(end) / 1e3 / plan.ops, host / plan.ops, per_iter)
+
+
+def _graph(loop, plan: TimingPlan, wait, stream) -> Timing:
+    import torch
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):  # the sync launch ran eagerly: NCCL connected before capture
+        loop.run(0, plan.ops)
+    try:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        graph.replay()  # warm replay; like the eager sync launch it lines the ranks up on the GPU
+        wait()
+        start.record(stream)
+        t0 = time.perf_counter()
+        for _ in range(plan.graph_replays):
+            graph.replay()
+        host = time.perf_counter() - t0
+        end.record(stream)
+        wait()
+        end.synchronize()
+        ops = plan.ops * plan.graph_replays
+        return Timing(start.elapsed_time(end) / 1e3 / ops, host / ops)
+    finally:
+        graph.reset()

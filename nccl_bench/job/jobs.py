@@ -1,0 +1,82 @@
+"""Run one command of this project as a bounded job and read its JSON result.
+
+For callers that sit outside a job (asv benchmarks, accept): the job runs in its own
+session and is killed as a whole (SIGKILL to its process group; the workers die with
+their launcher through PR_SET_PDEATHSIG) when it outlives `timeout`, so nothing
+outlives the caller's own timeout. The launcher itself dies with the caller too
+(PR_SET_PDEATHSIG), so a caller killed from outside (asv's timeout kills only its own
+process group, which a new session leaves) takes its job along.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from nccl_bench.core.sysinfo import REPO
+
+
+class JobFailed(RuntimeError):
+    """The job exited non-zero or timed out; the message carries its reason."""
+
+    def __init__(self, argv: list[str], reason: str, code: int | None = None):
+        self.argv, self.reason, self.code = argv, reason, code
+        super().__init__(f"{' '.join(argv[:4])} ...: {reason}")
+
+
+def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: dict | None = None,
+             ok_codes: tuple[int, ...] = (0,)) -> dict:
+    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns the parsed file."""
+    if timeout <= 0:
+        raise JobFailed(argv, "no time left to start it (the caller's budget is spent)")
+    with tempfile.TemporaryDirectory(prefix="nccl_bench_job_") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", *argv, json_flag, str(out)]
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise JobFailed(argv, f"timed out after {timeout:g}s") from None
+        except BaseException:
+            _kill_group(proc)
+            raise
+        if proc.returncode not in ok_codes or not out.exists():
+            tail = (stderr or stdout or "").strip().splitlines()[-3:]
+            raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail) or 'no output'}", proc.returncode)
+        try:
+            return json.loads(out.read_text())
+        except (OSError, ValueError) as e:
+            raise JobFailed(argv, f"exit {proc.returncode} but its result is unreadable: "
+                                  f"{type(e).__name__}: {e}", proc.returncode) from None
+
+
+def _libc():
+    try:  # loaded here, not in the forked child (no dlopen between fork and exec)
+        return ctypes.CDLL("libc.so.6", use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the caller dies (Linux; elsewhere a no-op)."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

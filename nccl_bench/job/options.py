@@ -1,0 +1,53 @@
+"""Options shared by every command that runs a job; bad values fail early by name."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nccl_bench.comm.bootstrap import DEFAULT_RANKS_PER_ROOT, check_mode
+from nccl_bench.comm import check_backend, default_backend, gpu_count
+from nccl_bench.core.errors import UsageError
+
+
+def split_list(value: str | list[str], allowed: tuple[str, ...], what: str, all_word: str | None = None) -> list[str]:
+    """'a,b' -> ['a', 'b'], each checked against `allowed`; `all_word` expands to all."""
+    items = value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+    if all_word and items == [all_word]:
+        return list(allowed)
+    for v in items:
+        if v not in allowed:
+            raise UsageError(f"unknown {what} '{v}' (choose from {', '.join(allowed)}"
+                             + (f" or {all_word}" if all_word else "") + ")")
+    if not items:
+        raise UsageError(f"no {what} given")
+    return items
+
+
+@dataclass
+class JobOptions:
+    """Who runs: backend, ranks, init modes, roots, and the per-init deadline (seconds)."""
+
+    backend: str | None = None  # None: nccl with GPUs, gloo without
+    nranks: int | None = None  # None: one per GPU, or 2 on CPU
+    init: list[str] = field(default_factory=lambda: ["scoped"])
+    ranks_per_root: int = DEFAULT_RANKS_PER_ROOT
+    timeout: float = 60.0  # per-init deadline, seconds
+    verbose: bool = False  # library logs (c10d, gloo, NCCL) on the terminal instead of per-rank files
+
+    def __post_init__(self):
+        self.backend = check_backend(self.backend or default_backend())
+        self.init = [check_mode(m) for m in self.init]
+        if self.ranks_per_root < 1:
+            raise UsageError(f"--ranks-per-root must be >= 1, got {self.ranks_per_root}")
+        if not self.timeout > 0:
+            raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
+        if self.nranks is not None and self.nranks < 1:
+            raise UsageError(f"--nranks must be >= 1, got {self.nranks}")
+        gpus = gpu_count()
+        if self.backend in ("nccl", "torch") and self.nranks and self.nranks > gpus:
+            raise UsageError(f"--nranks {self.nranks} is more than the {gpus} GPU(s) of this machine")
+
+    def local_ranks(self) -> int:
+        """Ranks to self-launch when no launcher started us."""
+        if self.nranks:
+            return self.nranks
+        return gpu_count() if self.backend in ("nccl", "torch") else 2

@@ -1,0 +1,157 @@
+"""The job's own TCPStore, hosted by rank 0, and round-scoped barriers.
+
+It is separate from any store PyTorch or the launcher creates. Under torchrun (and our
+self-launch, which is torchrun's standalone mode) rank 0 binds an ephemeral port and
+publishes it through the launcher's rendezvous store; under Slurm or MPI rank 0 listens
+on MASTER_PORT. A single-node job binds loopback only.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from nccl_bench.core.errors import BarrierTimeout, StoreUnreachable
+from nccl_bench.core.launch import Identity
+
+_POLL_S = 0.02
+
+
+def _td(seconds: float) -> timedelta:
+    return timedelta(seconds=max(seconds, 0.001))
+
+
+def _reachable(addr: str, port: int, timeout: float) -> bool:
+    """Poll with plain sockets first: a failed TCPStore connect logs a C++ stack to stderr."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=min(2.0, max(timeout, 0.1))):
+                return True
+        except OSError:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.1)
+
+
+def _listen(addr: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((addr, port))
+    sock.listen(2048)
+    return sock
+
+
+class JobStore:
+    """Rank 0 hosts; every rank is a client. Keys are namespaced under `nb/<job>/`."""
+
+    def __init__(self, ident: Identity, timeout: float = 60.0):
+        self.ident = ident
+        self.timeout = timeout
+        self._sock = None
+        self.server = None
+        addr, port = self._locate()
+        if not _reachable(addr, port, timeout):
+            raise StoreUnreachable(f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
+                                   "(master address unreachable?)")
+        try:
+            self.raw = dist.TCPStore(addr, port, None, False, _td(timeout), use_libuv=True)
+        except Exception as e:
+            raise StoreUnreachable(
+                f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
+                f"(master address unreachable?): {e.__class__.__name__}") from None
+        self.address = f"{addr}:{port}"
+        self.raw.set(f"host/{ident.rank}", ident.host)
+
+    # --- finding rank 0's store ---------------------------------------------------
+    def _locate(self) -> tuple[str, int]:
+        ident = self.ident
+        bind = "127.0.0.1" if ident.single_node else "0.0.0.0"
+        addr = "127.0.0.1" if ident.single_node else ident.master_addr
+        if ident.agent_store:
+            # torchrun: the launcher's store tells the others which port rank 0 bound.
+            agent = self._agent_store()
+            key = f"nccl_bench/{ident.run_id}/{ident.restart}/job_store"
+            if ident.rank == 0:
+                self._serve(bind, 0)
+                agent.set(key, json.dumps([addr, self.listen_port]))
+            try:
+                agent.wait([key], _td(self.timeout))
+            except Exception:
+                raise StoreUnreachable(f"rank 0 never published the job store within {self.timeout:g}s") from None
+            addr, port = json.loads(agent.get(key))
+            return addr, int(port)
+        if ident.rank == 0:
+            self._serve(bind, ident.master_port)
+        return addr, ident.master_port
+
+    def _agent_store(self):
+        i = self.ident
+        if not _reachable(i.master_addr, i.master_port, self.timeout):
+            raise StoreUnreachable(f"cannot reach the launcher's store at {i.master_addr}:{i.master_port} "
+                                   f"within {self.timeout:g}s (master address unreachable?)")
+        try:
+            return dist.TCPStore(i.master_addr, i.master_port, None, False, _td(self.timeout), use_libuv=True)
+        except Exception as e:
+            raise StoreUnreachable(
+                f"cannot reach the launcher's store at {i.master_addr}:{i.master_port}: {e.__class__.__name__}") from None
+
+    def _serve(self, bind: str, port: int) -> None:
+        try:
+            self._sock = _listen(bind, port)
+        except OSError as e:
+            raise StoreUnreachable(f"rank 0 cannot listen on {bind}:{port}: {e.strerror}") from None
+        port = self._sock.getsockname()[1]
+        self.server = dist.TCPStore(bind, port, None, True, _td(self.timeout), wait_for_workers=False,
+                                    master_listen_fd=self._sock.fileno(), use_libuv=True)
+        self.listen_port = port
+        self._sock.detach()  # the store owns the listening socket now
+
+    # --- barriers and gathers ------------------------------------------------------
+    def host_of(self, rank: int) -> str:
+        key = f"host/{rank}"
+        return self.raw.get(key).decode() if self.raw.check([key]) else ""
+
+    def barrier(self, name: str, timeout: float | None = None, ranks: list[int] | None = None) -> None:
+        """All ranks (or those of `ranks`) arrive at `name` (unique per round) or BarrierTimeout names
+        who did not."""
+        timeout = self.timeout if timeout is None else timeout
+        ranks = range(self.ident.world_size) if ranks is None else ranks
+        self.raw.set(f"bar/{name}/{self.ident.rank}", b"1")
+        if self.raw.add(f"bar/{name}/count", 1) == len(ranks):
+            self.raw.set(f"bar/{name}/done", b"1")
+        try:
+            self.raw.wait([f"bar/{name}/done"], _td(timeout))
+        except Exception:
+            missing = [r for r in ranks if not self.raw.check([f"bar/{name}/{r}"])]
+            raise BarrierTimeout(name, [(r, self.host_of(r)) for r in missing], timeout) from None
+
+    def all_gather_obj(self, name: str, obj, timeout: float | None = None, ranks: list[int] | None = None) -> list:
+        """Every rank's (or those of `ranks`') JSON-serialisable `obj`, in rank order; BarrierTimeout
+        names the missing."""
+        self.raw.set(f"ag/{name}/{self.ident.rank}", json.dumps(obj))
+        self.barrier(f"ag/{name}", timeout, ranks)
+        keys = [f"ag/{name}/{r}" for r in (range(self.ident.world_size) if ranks is None else ranks)]
+        return [json.loads(v) for v in self.raw.multi_get(keys)]
+
+    def group(self, name: str, ranks: list[int]) -> "GroupStore":
+        """Gathers among `ranks` only, under keys of their own (a split group)."""
+        return GroupStore(self, name, ranks)
+
+    def close(self) -> None:
+        self.raw = None
+        self.server = None  # dropping the server closes its socket
+
+
+class GroupStore:
+    """The job store as one group of ranks sees it: gathers among the group, in group rank order."""
+
+    def __init__(self, store: JobStore, name: str, ranks: list[int]):
+        self.store, self.name, self.ranks = store, name, list(ranks)
+        self.raw = store.raw
+
+    def all_gather_obj(self, name: str, obj, timeout: float | None = None) -> list:
+        return self.store.all_gather_obj(f"{self.name}/{name}", obj, timeout, self.ranks)
