@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from nccl_bench.comm.bootstrap import root_ranks
 
-VERDICTS = ("ok", "hang", "error", "wrong", "stale")
-FAILURES = VERDICTS[1:]
 # The field guide's three categories (hangs, errors, silent corruption).
 CATEGORY = {"ok": None, "hang": "hang", "error": "error", "wrong": "silent corruption",
             "stale": "hang (stale ID caught before init)"}

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.core.sysinfo import REPO, machine_name
+from nccl_bench.core import results
 
 SCHEMA = "nccl_bench.stress.journal/1"
 
 
 def default_path() -> Path:
-    return REPO / "results" / f"stress-{machine_name()}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    return results.default_path("stress", ".jsonl")
 
 
 @dataclass

@@ -28,7 +28,8 @@ from stress.behind import Behind, worst
 from stress.diagnose import History, judge
 from stress.options import StressOptions
 from stress.round import RoundPlan, absent, run_round
-from stress.summary import Progress, Rate, failure_line, render, summarize
+from nccl_bench.report.rounds import summarize
+from stress.summary import Progress, Rate, failure_line, render
 from stress.verify import Verification
 
 SHOWN_FAILURES = 20  # per mode; the journal has them all

@@ -6,11 +6,7 @@ import time
 
 from tabulate import tabulate
 
-from nccl_bench.core.stats import percentile
-from stress.diagnose import FAILURES
-
-COLUMNS = ("mode", "rounds", "ok", "hangs", "errors", "wrong", "stale caught", "stale proven",
-           "init p50 ms", "init p99 ms", "rounds/s")
+from nccl_bench.report.rounds import COLUMNS
 
 
 class Progress:
@@ -37,23 +33,6 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._shown = False
-
-
-def mode_row(mode: str, rows: list[dict]) -> dict:
-    """One summary row from a mode's journal rows."""
-    count = {v: sum(r["verdict"] == v for r in rows) for v in ("ok",) + FAILURES}
-    inits = [r["init_ms"] for r in rows if r.get("init_ms") is not None]
-    seconds = sum(r.get("seconds") or 0.0 for r in rows)
-    return {"mode": mode, "rounds": len(rows), "ok": count["ok"], "hangs": count["hang"],
-            "errors": count["error"], "wrong": count["wrong"], "stale_caught": count["stale"],
-            # rounds whose evidence shows a rank used an ID its root did not publish that round
-            "stale_proven": sum(bool(r.get("stale")) for r in rows),
-            "init_p50_ms": percentile(inits, 0.5), "init_p99_ms": percentile(inits, 0.99),
-            "rounds_per_s": len(rows) / seconds if seconds > 0 else None}
-
-
-def summarize(modes: list[str], rows: list[dict]) -> list[dict]:
-    return [mode_row(m, [r for r in rows if r["mode"] == m]) for m in modes]
 
 
 def render(summary: list[dict]) -> str:

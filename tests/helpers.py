@@ -12,12 +12,13 @@ REPO = Path(__file__).resolve().parent.parent
 TOKEN_VAR = "NCCL_BENCH_TEST_TOKEN"
 
 
-def run(args: list[str], timeout: float = 180, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    """python ARGS in the repo with a fresh token; asserts nothing with that token survives."""
+def run(args: list[str], timeout: float = 180, env: dict | None = None, cwd: Path = REPO,
+        **kw) -> subprocess.CompletedProcess:
+    """python ARGS in the repo (or cwd) with a fresh token; asserts nothing with that token survives."""
     token = uuid.uuid4().hex
     full_env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     full_env.update({TOKEN_VAR: token, "PYTHONUNBUFFERED": "1", **(env or {})})
-    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=full_env, capture_output=True,
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True,
                           text=True, timeout=timeout, start_new_session=True, **kw)
     assert_no_survivors(token)
     return proc

@@ -6,7 +6,8 @@ import pytest
 from helpers import one_line_error, run
 from nccl_bench.engine import benchfile
 from nccl_bench.report import readers
-from nccl_bench.commands.bench import BenchOptions, _exit_code
+from nccl_bench.engine.benchoptions import BenchOptions
+from nccl_bench.engine.benchrun import _exit_code
 from nccl_bench.engine.benchtable import footer, table
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions
@@ -117,7 +118,7 @@ def test_bad_options(kw, needle):
 def test_torch_free_type_tables_match_torch():
     """bench checks types and sizes before torch loads; its tables must say what torch says."""
     import torch
-    from nccl_bench.commands.bench import DTYPES, ELEMENT_BYTES, TYPE_NAMES
+    from nccl_bench.engine.benchoptions import DTYPES, ELEMENT_BYTES, TYPE_NAMES
     assert set(ELEMENT_BYTES) == set(DTYPES.values()) == set(TYPE_NAMES)
     for name, size in ELEMENT_BYTES.items():
         assert torch.empty((), dtype=getattr(torch, name)).element_size() == size, name

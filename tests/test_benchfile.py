@@ -12,7 +12,7 @@ from helpers import REPO, one_line_error, run
 from nccl_bench.engine import benchfile, collectives
 from nccl_bench.report import compare, readers
 from nccl_bench.core import stats
-from nccl_bench.commands.bench import BenchOptions
+from nccl_bench.engine.benchoptions import BenchOptions
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions
 from nccl_bench.engine.timing import TimingPlan

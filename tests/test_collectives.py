@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from nccl_bench.engine import collectives as C
-from nccl_bench.commands.bench import parse_size
+from nccl_bench.engine import datacheck as D
+from nccl_bench.engine.benchoptions import parse_size
 from nccl_bench.core.errors import UsageError
 from nccl_bench.engine.sweep import aggregate
 from nccl_bench.engine.sweepplan import size_steps
@@ -87,7 +88,7 @@ def _run_rounds(name, n, nbytes, in_place, root=0, dtype=torch.float32):
     views = [_views(*bufs[r], lays[r], in_place) for r in range(n)]
     for r, (send, recv) in enumerate(views):
         recv.zero_()
-        C.fill(send, r, "sum", n)
+        D.fill(send, r, "sum", n)
     rounds = [coll.call_args("sum", root, r, n, lays[r])["rounds"] for r in range(n)]
     for k in range(len(rounds[0])):
         sent = {}
@@ -116,10 +117,10 @@ def test_point_to_point_rounds_give_the_expected_result(name, n, in_place):
     coll, lays, outs = _run_rounds(name, n, 4000, in_place, root)
     for r in range(n):
         segs = coll.segments(lays[r], r, n, root)
-        assert C.count_wrong(outs[r], segs, "sum", n) == 0, r
+        assert D.count_wrong(outs[r], segs, "sum", n) == 0, r
         if segs:
             outs[r][segs[-1].out + segs[-1].length - 1] += 1
-            assert C.count_wrong(outs[r], segs, "sum", n) == 1
+            assert D.count_wrong(outs[r], segs, "sum", n) == 1
 
 
 def test_sendrecv_ring_peers_and_roots():
@@ -136,7 +137,7 @@ def _simulate(name, n, nbytes, op="sum", dtype=torch.float32, root=0):
     ins = []
     for r in range(n):
         t = torch.empty(lays[r].send, dtype=dtype)
-        C.fill(t, r, op, n)
+        D.fill(t, r, op, n)
         ins.append(t.double())
     outs = []
     for r, lay in enumerate(lays):
@@ -164,11 +165,11 @@ def test_expected_matches_a_correct_result_and_catches_a_wrong_one(name):
     coll, lays, outs = _simulate(name, n, 3000)
     for r in range(n):
         segs = coll.segments(lays[r], r, n, 0)
-        assert C.count_wrong(outs[r], segs, "sum", n) == 0
+        assert D.count_wrong(outs[r], segs, "sum", n) == 0
         bad = outs[r].clone()
         bad[5] += 1
         bad[-1] = 0
-        assert C.count_wrong(bad, segs, "sum", n) == 2
+        assert D.count_wrong(bad, segs, "sum", n) == 2
 
 
 def test_exact_in_small_types_and_every_op():
@@ -177,22 +178,22 @@ def test_exact_in_small_types_and_every_op():
         for op, fn in (("sum", sum), ("max", lambda xs: torch.stack(xs).max(0).values),
                        ("min", lambda xs: torch.stack(xs).min(0).values),
                        ("prod", lambda xs: torch.stack(xs).prod(0))):
-            ins = [C.pattern(r, 0, 5000, op, n, "cpu") for r in range(n)]
+            ins = [D.pattern(r, 0, 5000, op, n, "cpu") for r in range(n)]
             out = fn(ins).to(dtype)
             seg = [C.Segment(0, 5000, C.ALL)]
-            assert C.count_wrong(out, seg, op, n) == 0, (dtype, op)
+            assert D.count_wrong(out, seg, op, n) == 0, (dtype, op)
     # prod: every element's product is exactly 2 (small enough for int8)
-    assert set(C.reduced(0, 100, "prod", 5, "cpu").tolist()) == {2}
+    assert set(D.reduced(0, 100, "prod", 5, "cpu").tolist()) == {2}
 
 
 def test_avg_tolerates_rounding_only():
     n = 3
     seg = [C.Segment(0, 1000, C.ALL)]
-    exact = C.reduced(0, 1000, "avg", n, "cpu")
-    got = (sum(C.pattern(r, 0, 1000, "avg", n, "cpu").half() * (1 / n) for r in range(n))).half()
-    assert C.count_wrong(got, seg, "avg", n) == 0
+    exact = D.reduced(0, 1000, "avg", n, "cpu")
+    got = (sum(D.pattern(r, 0, 1000, "avg", n, "cpu").half() * (1 / n) for r in range(n))).half()
+    assert D.count_wrong(got, seg, "avg", n) == 0
     got[7] += 1
-    assert C.count_wrong(got, seg, "avg", n) == 1
+    assert D.count_wrong(got, seg, "avg", n) == 1
     assert exact.dtype == torch.float64
 
 

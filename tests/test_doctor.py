@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.health import checks as health
+from nccl_bench.health import gpu, host, xid
 from nccl_bench.comm import gpu_count
 
 NO_GPU = gpu_count() == 0
@@ -36,7 +36,7 @@ def test_doctor_two_ranks_on_gloo(tmp_path):
     assert by[(0, "shm")]["status"] in ("pass", "warn") and (1, "shm") not in by  # once per node
     if NO_GPU:  # every GPU check skipped, each with its reason, and the table says so
         for rank in (0, 1):
-            for name in health.GPU_CHECK_NAMES:
+            for name in gpu.GPU_CHECK_NAMES:
                 assert by[(rank, name)]["status"] == "skip" and by[(rank, name)]["evidence"]
         assert "skipped" in proc.stdout and "xid_events" in proc.stdout
     suites = ET.parse(xml).getroot()
@@ -79,20 +79,20 @@ def test_shm_names_stale_nccl_files(tmp_path):
     old.write_bytes(b"x")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     (tmp_path / "nccl-fresh").write_bytes(b"x")
-    c = health.check_shm(tmp_path)
+    c = host.check_shm(tmp_path)
     assert c.status in ("warn", "fail") and "nccl-stale-segment" in c.evidence and "nccl-fresh" not in c.evidence
     assert "rm /dev/shm/nccl-*" in c.action
 
 
 def test_env_warns_on_forced_algorithm():
-    c = health.check_env({"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "0", "PATH": "/bin"})
+    c = host.check_env({"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "0", "PATH": "/bin"})
     assert c.status == "warn" and "NCCL_ALGO=Ring" in c.evidence and "PATH" not in c.evidence
-    assert health.check_env({"NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "WARN"}).status == "pass"
+    assert host.check_env({"NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "WARN"}).status == "pass"
 
 
 def test_torch_keys_warn_only_when_scalable_init_is_used():
-    assert health.check_torch_keys(2, {}).status == "pass"
-    c = health.check_torch_keys(4, {"TORCH_NCCL_RANKS_PER_ROOT": "1"})
+    assert host.check_torch_keys(2, {}).status == "pass"
+    c = host.check_torch_keys(4, {"TORCH_NCCL_RANKS_PER_ROOT": "1"})
     assert c.status == "warn" and "UniqueNCCLID" in c.evidence
 
 
@@ -100,11 +100,11 @@ def test_kernel_xids_explained_with_the_guide_table():
     lines = ["[  12.3] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.",
              "[  13.0] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.",
              "[  99.0] NVRM: Xid (PCI:0000:2a:00): 777, pid=1, something new", "unrelated line"]
-    c = health.check_kernel_xids(lines, "test")
+    c = xid.check_kernel_xids(lines, "test")
     assert c.status == "warn" and "x2" in c.evidence and "update driver" in c.evidence
     assert "Xid 777: not in the guide's table" in c.evidence
-    assert health.check_kernel_xids(["quiet"], "test").status == "pass"
-    assert health.check_kernel_xids(None, "").status in ("pass", "warn", "skip")  # this machine's own log
+    assert xid.check_kernel_xids(["quiet"], "test").status == "pass"
+    assert xid.check_kernel_xids(None, "").status in ("pass", "warn", "skip")  # this machine's own log
 
 
 class FakeNvml(types.SimpleNamespace):
@@ -155,15 +155,15 @@ def fake(**kw):
 
 
 @pytest.mark.parametrize("check,nv,status,needle", [
-    (health.check_ecc, fake(), "pass", "volatile 0"),
-    (health.check_ecc, fake(ecc={0: 2, 1: 2}), "fail", "volatile 2"),
-    (health.check_ecc, fake(ecc={0: 0, 1: 5}), "warn", "aggregate 5"),
-    (health.check_remapped_rows, fake(remap=(0, 1, 1, 0)), "fail", "pending 1"),
-    (health.check_nvlink, fake(), "pass", "18/18 links active"),
-    (health.check_nvlink, fake(down=(3,)), "fail", "down: [3]"),
-    (health.check_nvlink, fake(link_errors={(163, 2): 4, (163, 5): 1}), "warn", "CRC 5"),
-    (health.check_pcie, fake(pcie=(5, 8)), "fail", "x8/x16"),
-    (health.check_pcie, fake(pcie=(1, 16)), "warn", "gen 1/5"),
+    (gpu.check_ecc, fake(), "pass", "volatile 0"),
+    (gpu.check_ecc, fake(ecc={0: 2, 1: 2}), "fail", "volatile 2"),
+    (gpu.check_ecc, fake(ecc={0: 0, 1: 5}), "warn", "aggregate 5"),
+    (gpu.check_remapped_rows, fake(remap=(0, 1, 1, 0)), "fail", "pending 1"),
+    (gpu.check_nvlink, fake(), "pass", "18/18 links active"),
+    (gpu.check_nvlink, fake(down=(3,)), "fail", "down: [3]"),
+    (gpu.check_nvlink, fake(link_errors={(163, 2): 4, (163, 5): 1}), "warn", "CRC 5"),
+    (gpu.check_pcie, fake(pcie=(5, 8)), "fail", "x8/x16"),
+    (gpu.check_pcie, fake(pcie=(1, 16)), "warn", "gen 1/5"),
 ])
 def test_gpu_check_decisions(check, nv, status, needle):
     c = check(nv, None)
@@ -174,7 +174,7 @@ def test_gpu_check_decisions(check, nv, status, needle):
 
 @pytest.mark.skipif(not NO_GPU, reason="checks this machine's GPU-less path")
 def test_gpu_checks_skip_with_reason_without_gpus():
-    checks = health.gpu_checks(local_rank=0, xid_window=0)
-    assert [c.name for c in checks] == health.GPU_CHECK_NAMES
+    checks = gpu.gpu_checks(local_rank=0, xid_window=0)
+    assert [c.name for c in checks] == gpu.GPU_CHECK_NAMES
     assert all(c.status == "skip" and c.evidence for c in checks)
-    assert health.read_counters() == {}
+    assert gpu.read_counters() == {}

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from nccl_bench.health import junit
-from nccl_bench.health.acceptance import Verdict
+from nccl_bench.health.verdicts import Verdict
 from nccl_bench.core.errors import UsageError
 
 # element -> (required attributes, allowed children)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.health import acceptance, profiles
+from nccl_bench.health import profiles, verdicts
 from nccl_bench.core.errors import UsageError
 
 ANCHORS = REPO / "tests" / "gpu" / "anchors"  # the committed copy of ../shared/anchors
@@ -92,18 +92,18 @@ def h200_measurements(scale=1.0, **over):
 
 def test_judge_passes_anchor_level_numbers():
     p, m = h200_measurements()
-    verdicts = acceptance.judge(p, m)
-    assert acceptance.all_passed(verdicts), acceptance.table(verdicts)
-    names = [v.check for v in verdicts]
+    judged = verdicts.judge(p, m)
+    assert verdicts.all_passed(judged), verdicts.table(judged)
+    names = [v.check for v in judged]
     assert "busbw all_reduce 1 GiB" in names and "counter nvlink_crc" in names and "latency all_reduce 8 B" in names
     # counters the machine never reported are skipped, not passed silently as "0"
-    assert next(v for v in verdicts if v.check == "counter nvlink_replay").status == "skip"
+    assert next(v for v in judged if v.check == "counter nvlink_replay").status == "skip"
 
 
 def test_judge_fails_naming_check_measured_and_required():
     p, m = h200_measurements(scale=0.5, wrong=3)
     m["counters_after"] = {**m["counters_after"], "gpu1/nvlink_crc": 2}
-    failed = {v.check: v for v in acceptance.judge(p, m) if v.status == "fail"}
+    failed = {v.check: v for v in verdicts.judge(p, m) if v.status == "fail"}
     msg = failed["busbw all_reduce 1 GiB"].message()
     assert "measured 164.263" in msg and "required >= 312.1 GB/s" in msg
     assert failed["wrong results"].measured == 3
@@ -114,15 +114,15 @@ def test_judge_missing_size_fails_missing_category_skips():
     p, m = h200_measurements()
     del m["busbw"][("sendrecv", 2**30)]
     del m["init_ms_p50"]
-    v = {x.check: x for x in acceptance.judge(p, m)}
+    v = {x.check: x for x in verdicts.judge(p, m)}
     assert v["busbw sendrecv 1 GiB"].status == "fail" and v["init median"].status == "skip"
     m["counters_after"] = {"gpu0/nvlink_crc": 1}  # gpu1 was read before but not after
-    v = {x.check: x for x in acceptance.judge(p, m)}
+    v = {x.check: x for x in verdicts.judge(p, m)}
     assert v["counter nvlink_crc"].status == "fail" and "not read" in v["counter nvlink_crc"].detail
 
 
 def test_judge_counter_that_went_down_fails():
-    out = acceptance.judge_counters({"gpu0/nvlink_replay": 5}, {"gpu0/nvlink_replay": 0}, {"nvlink_replay": 10})
+    out = verdicts.judge_counters({"gpu0/nvlink_replay": 5}, {"gpu0/nvlink_replay": 0}, {"nvlink_replay": 10})
     assert out[0].status == "fail" and "went down" in out[0].detail
 
 
@@ -137,13 +137,13 @@ def test_cli_judges_and_writes_junit(tmp_path):
                                                       {"collective": "all_gather", "bytes": 1048576, "busbw": 0.4}],
                                             "latency_us_8B": 80.0, "init_ms_p50": 20.0, "wrong": 0,
                                             "stress_failures": 0})
-    proc = run(["-m", "nccl_bench.health.acceptance", meas, "--profile", "gloo-cpu", "--junit", str(tmp_path / "a.xml")],
+    proc = run(["-m", "nccl_bench.health.verdicts", meas, "--profile", "gloo-cpu", "--junit", str(tmp_path / "a.xml")],
                timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "accept PASS against profile gloo-cpu" in proc.stdout and (tmp_path / "a.xml").exists()
     impossible = {**json.loads((profiles.BUILTIN_DIR / "gloo-cpu.json").read_text()),
                   "busbw_min_GBps": [{"collective": "all_reduce", "bytes": 1048576, "min": 1e6}]}
-    proc = run(["-m", "nccl_bench.health.acceptance", meas, "--profile", write_json(tmp_path / "imp.json", impossible)],
+    proc = run(["-m", "nccl_bench.health.verdicts", meas, "--profile", write_json(tmp_path / "imp.json", impossible)],
                timeout=60)
     assert proc.returncode == 1
     assert "FAIL busbw all_reduce 1 MiB: measured 0.5, required >= 1e+06 GB/s" in proc.stdout
@@ -159,5 +159,5 @@ def test_cli_bad_profile_one_line_exit_2(tmp_path, profile, needle):
     if profile == "missing":
         base.pop("wrong_max")
         profile = write_json(tmp_path / "p.json", base)
-    err = one_line_error(run(["-m", "nccl_bench.health.acceptance", meas, "--profile", profile], timeout=60))
+    err = one_line_error(run(["-m", "nccl_bench.health.verdicts", meas, "--profile", profile], timeout=60))
     assert needle in err

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.report import compare, plot, readers
+from nccl_bench.report import anchors, compare, plot, readers
 from nccl_bench.core.errors import UsageError
 
 FIX = REPO / "tests" / "fixtures"
@@ -125,11 +125,11 @@ def test_noise_widens_the_spread_and_a_step_is_still_found(tmp_path):
 
 def test_link_peak_only_where_the_link_is_known():
     meta = {"backend": "nccl", "gpus": [{"name": "NVIDIA H200"}] * 2, "links": [{"gpus": [0, 1], "link": "NV18"}]}
-    gbps, label = plot.link_peak(meta)
+    gbps, label = anchors.link_peak(meta)
     assert math.isclose(gbps, 478.08) and "NV18" in label
-    assert plot.link_peak({**meta, "backend": "gloo"}) is None
-    assert plot.link_peak({**meta, "links": [{"gpus": [0, 1], "link": "SYS"}]}) is None
-    assert plot.link_peak({**meta, "gpus": [{"name": "NVIDIA A10"}]}) is None
+    assert anchors.link_peak({**meta, "backend": "gloo"}) is None
+    assert anchors.link_peak({**meta, "links": [{"gpus": [0, 1], "link": "SYS"}]}) is None
+    assert anchors.link_peak({**meta, "gpus": [{"name": "NVIDIA A10"}]}) is None
     assert [plot.size_label(n) for n in (8, 1024, 3 << 19, 8 << 30)] == ["8", "1K", "1.5M", "8G"]
 
 

@@ -1,5 +1,5 @@
 """`accept`: is this node fit to join the fleet? doctor, bandwidth, init and a short stress,
-each judged against a hardware profile (nccl_bench/profiles/*.json), with JSON and JUnit.
+each judged against a hardware profile (nccl_bench/health/profiles/*.json), with JSON and JUnit.
 
 Each step is its own bounded job (nccl_bench.job.jobs), so a hang in one step is recorded as
 that step's failure and the others still run. Error counters are read before and after
@@ -10,9 +10,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from tabulate import tabulate
 
-from nccl_bench.health import acceptance, checks as health, junit, profiles
+from nccl_bench.health import gpu, junit, profiles, verdicts
 from nccl_bench.engine import benchfile
 from nccl_bench.core import launch, results, stats, sysinfo
 from nccl_bench.job.cli import Parser
@@ -97,7 +96,7 @@ def step_stress(o: AcceptOptions) -> dict:
 
 
 def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[dict]]:
-    m, steps = {"counters_before": health.read_counters()}, []
+    m, steps = {"counters_before": gpu.read_counters()}, []
     for name, fn in (("doctor", lambda: step_doctor(o)), ("bench", lambda: step_bench(o, profile)),
                      ("init", lambda: step_init(o)), ("stress", lambda: step_stress(o))):
         print(f"accept: {name} ...", flush=True)
@@ -107,13 +106,13 @@ def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[d
         except JobFailed as e:
             steps.append({"step": name, "status": "failed", "reason": e.reason})
             print(f"accept: {name} failed: {e.reason}", flush=True)
-    m["counters_after"] = health.read_counters()
+    m["counters_after"] = gpu.read_counters()
     return m, steps
 
 
-def step_verdicts(steps: list[dict]) -> list[acceptance.Verdict]:
+def step_verdicts(steps: list[dict]) -> list[verdicts.Verdict]:
     """A step whose job failed is a failed check of its own, with the job's reason."""
-    return [acceptance.Verdict(f"step {s['step']}", "fail", None, "job completes", s["reason"])
+    return [verdicts.Verdict(f"step {s['step']}", "fail", None, "job completes", s["reason"])
             for s in steps if s["status"] == "failed"]
 
 
@@ -127,14 +126,14 @@ def main(argv: list[str]) -> int:
     print(f"accept: profile {profile.name} ({profile.description}), backend {o.backend}, "
           f"{o.nranks or (gpu_count() if o.backend != 'gloo' else 2)} rank(s)", flush=True)
     m, steps = run_steps(o, profile)
-    verdicts = step_verdicts(steps) + acceptance.judge(profile, m)
-    print(acceptance.table(verdicts))
-    for v in verdicts:
+    judged = step_verdicts(steps) + verdicts.judge(profile, m)
+    print(verdicts.table(judged))
+    for v in judged:
         if v.status == "fail":
             print(v.message())
-    ok = acceptance.all_passed(verdicts)
+    ok = verdicts.all_passed(judged)
     if o.json:
-        rows = [v.as_dict() for v in verdicts]
+        rows = [v.as_dict() for v in judged]
         meas = {k: ({f"{c}:{b}": x for (c, b), x in v.items()} if k == "busbw" else v) for k, v in m.items()}
         meta = {**sysinfo.collect(o.backend), "profile": profile.name, "steps": steps, "measurements": meas,
                 "verdict": "PASS" if ok else "FAIL"}
@@ -142,7 +141,7 @@ def main(argv: list[str]) -> int:
     if o.junit:
         doctor_rows = m.get("doctor", [])
         suites = ([junit.suite_from_checks("doctor", doctor_rows)] if doctor_rows else []) + [
-            junit.suite_from_verdicts(f"accept.{profile.name}", verdicts)]
+            junit.suite_from_verdicts(f"accept.{profile.name}", judged)]
         print(f"wrote {junit.write(o.junit, *suites)}")
     print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name}")
     return 0 if ok else EXIT_FAILED

@@ -16,7 +16,9 @@ from nccl_bench.core import results, sysinfo
 from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, UsageError
-from nccl_bench.health.checks import GPU_CHECK_NAMES, Check, rank_checks
+from nccl_bench.health.check import Check
+from nccl_bench.health.checks import rank_checks
+from nccl_bench.health.gpu import GPU_CHECK_NAMES
 
 
 def parser() -> Parser:

@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--delay", type=float, default=3.0, help="--probe: the late rank's sleep, s (default 3)")
     p.add_argument("--timeout", type=float, default=8.0, help="--probe: per-round deadline, s (default 8)")
     p.add_argument("--journal", default=None, metavar="PATH",
-                   help="--probe: keep the evidence here (default results/probe-<machine>-<time>.jsonl)")
+                   help="--probe: keep the evidence here (default results/runs/probe-<machine>-<time>.jsonl)")
     a = p.parse_args(argv)
     given = [f for f, v, d in (("--backend", a.backend, "torch"), ("--nranks", a.nranks, None), ("--delay", a.delay, 3.0),
                                ("--timeout", a.timeout, 8.0), ("--journal", a.journal, None)) if v != d]

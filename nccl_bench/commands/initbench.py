@@ -17,21 +17,18 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from nccl_bench.core import results, stats, sysinfo
+from nccl_bench.core import results, sysinfo
 from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
 from nccl_bench.comm import InitPlan
+from nccl_bench.comm.plan import PHASES
+from nccl_bench.report.inits import failures, measured, stale_rounds, summarize
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import EXIT_FAILED, CommError, UsageError
 from nccl_bench.comm.lifetime import communicator, destroy_note
 from nccl_bench.core.markers import span
 from nccl_bench.job.options import JobOptions, split_list
 
-# (label, row key). "init" is exchange + create: the wait before a communicator is ready
-# (the anchors' "init" is create alone, since they list the exchange apart).
-PHASES = (("id exchange", "exchange_s"), ("create (until ready)", "create_s"),
-          ("init = exchange + create", "init_s"), ("first collective", "first_collective_s"),
-          ("destroy", "destroy_s"))
 DEFAULT_ROUNDS = 10
 DEFAULT_RANKS_PER_ROOT = 128
 
@@ -51,7 +48,7 @@ def parser() -> Parser:
     p.add_argument("--skew-max", type=float, default=0.0,
                    help="each rank sleeps a seeded random 0..S seconds before each init (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the skew (default 0)")
-    p.add_argument("--json", default=None, help="result file (default results/init-<machine>-<time>.json)")
+    p.add_argument("--json", default=None, help="result file (default results/runs/init-<machine>-<time>.json)")
     p.add_argument("--simulate-ranks", type=int, default=None,
                    help="run the scale model with N simulated ranks instead (CPU, this process)")
     p.add_argument("--read-budget", type=int, default=None,
@@ -158,55 +155,6 @@ def measure_init(job: Job, opts: InitBenchOptions, mode: str, rnd: int, rng: ran
 
 
 # --- statistics and the table -----------------------------------------------------------------
-def measured(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if not r["warmup"]]
-
-
-def stale_rounds(rows: list[dict]) -> dict[str, list[int]]:
-    """Per mode, rounds in which some rank used an ID its root did not publish in that round."""
-    by_init: dict[tuple, list[dict]] = {}
-    for r in rows:
-        by_init.setdefault((r["mode"], r["round"]), []).append(r)
-    out: dict[str, list[int]] = {}
-    for (mode, rnd), group in sorted(by_init.items()):
-        published = {r["published_root"]: r["published"] for r in group
-                     if r["published_root"] is not None and r["published_root"] >= 0 and r["published"]}
-        stale = any(root in published and fp != published[root]
-                    for r in group for root, fp in enumerate(r["ids"] or []))
-        out.setdefault(mode, [])
-        if stale:
-            out[mode].append(rnd)
-    return out
-
-
-def summarize(rows: list[dict]) -> list[dict]:
-    """Per mode and phase: {mode, phase, key, n, median, p90, p99, max} over ok inits of measured
-    rounds (all ranks); plus per mode a 'failed' entry with the failed inits' time to failure."""
-    out = []
-    rows = measured(rows)
-    for mode in dict.fromkeys(r["mode"] for r in rows):
-        mine = [r for r in rows if r["mode"] == mode]
-        ok = [r for r in mine if r["outcome"] == "ok"]
-        for label, key in PHASES:
-            out.append({"mode": mode, "phase": label, "key": key, **stats.summary(r[key] for r in ok)})
-        failed = [r for r in mine if r["outcome"] != "ok"]
-        out.append({"mode": mode, "phase": "failed: time to failure", "key": "failed_after_s",
-                    **stats.summary(r["failed_after_s"] for r in failed), "n": len(failed)})
-    return out
-
-
-def failures(rows: list[dict]) -> dict[str, dict]:
-    """Per mode: inits, failed inits and their kinds, over measured rounds (all ranks)."""
-    out: dict[str, dict] = {}
-    for r in measured(rows):
-        f = out.setdefault(r["mode"], {"inits": 0, "failed": 0, "kinds": {}})
-        f["inits"] += 1
-        if r["outcome"] != "ok":
-            f["failed"] += 1
-            f["kinds"][r["outcome"]] = f["kinds"].get(r["outcome"], 0) + 1
-    return out
-
-
 def _ms(v) -> str:
     return "-" if v is None else f"{v * 1e3:.2f}"
 

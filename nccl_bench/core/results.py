@@ -9,11 +9,19 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import REPO, machine_name
 
 SCHEMA_VERSION = 1
+# A run's default outputs, ignored by git; committed reference results live in results/<machine>/.
+RUNS = REPO / "results" / "runs"
 
 
-def default_path(kind: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return REPO / "results" / f"{kind}-{machine_name()}-{stamp}.json"
+def default_path(kind: str, suffix: str = ".json") -> Path:
+    """results/runs/<kind>-<machine>-<time><suffix>"""
+    return RUNS / f"{kind}-{machine_name()}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}"
+
+
+def latest_run(folder: Path = RUNS) -> Path | None:
+    """The newest result file a run wrote under results/runs/ (what `report` reads by default)."""
+    found = [p for p in folder.glob("*.json*") if p.suffix in (".json", ".jsonl") and p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime, default=None)
 
 
 def check_writable(path: str | Path | None, option: str = "--json") -> None:

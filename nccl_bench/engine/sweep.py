@@ -22,9 +22,10 @@ import time
 import torch
 
 from nccl_bench.core import markers, stats
-from nccl_bench.engine.collectives import Collective, Layout, count_wrong, fill
+from nccl_bench.engine.collectives import Collective, Layout
+from nccl_bench.engine.datacheck import count_wrong, fill
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.report.readers import PLACES
+from nccl_bench.engine.benchfile import PLACES
 from nccl_bench.engine.sweepplan import SweepPlan
 from nccl_bench.engine.timing import seconds_per_op
 

@@ -105,7 +105,7 @@ def write(path: str | Path, *suites: Suite, name: str = "nccl_bench") -> Path:
 
 # --- adapters from this project's results ---------------------------------------------------------
 def suite_from_verdicts(name: str, verdicts) -> Suite:
-    """acceptance.Verdict list -> one suite, one case per check."""
+    """verdicts.Verdict list -> one suite, one case per check."""
     cases = []
     for v in verdicts:
         cases.append(Case(name=v.check, classname=name, status=v.status, message=v.message(),

@@ -11,12 +11,11 @@ journal and each rank's library log are kept under results/ as the evidence.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from nccl_bench.job import jobs
-from nccl_bench.core import sysinfo
+from nccl_bench.core import results, sysinfo
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import UsageError
 
@@ -31,7 +30,7 @@ class ProbeOptions:
     delay: float = 3.0  # seconds the round's late root sleeps (the seed's 3 s)
     timeout: float = 8.0  # per-round deadline, above the delay so lateness alone never fails
     budget: float = 240.0  # the whole probe job, seconds
-    journal: str | None = None  # the evidence; default results/probe-<machine>-<time>.jsonl
+    journal: str | None = None  # the evidence; default results/runs/probe-<machine>-<time>.jsonl
 
     def __post_init__(self):
         if self.backend not in ("torch", "gloo"):
@@ -89,13 +88,12 @@ def judge(rows: list[dict], backend: str, nranks: int, delay: float) -> dict:
 
 
 def run(opts: ProbeOptions) -> dict:
-    """Run the probe job, bounded by opts.budget; its journal stays under results/ as evidence."""
+    """Run the probe job, bounded by opts.budget; its journal stays under results/runs/ as evidence."""
     if opts.journal:
         journal = Path(opts.journal)
     else:
-        folder = sysinfo.REPO / "results"
-        folder.mkdir(parents=True, exist_ok=True)
-        journal = folder / f"probe-{sysinfo.machine_name()}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+        journal = results.default_path("probe", ".jsonl")
+        journal.parent.mkdir(parents=True, exist_ok=True)
     try:
         jobs.run_json(opts.stress_argv(journal), opts.budget, json_flag="--summary-json", ok_codes=(0, 1))
     except jobs.JobFailed as e:

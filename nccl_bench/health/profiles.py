@@ -11,7 +11,7 @@ A profile file (see profiles/h200x2.json) holds:
   init_max_ms            num   largest median communicator init (ID exchange + init), ms
   wrong_max              int   wrong elements allowed in checked results (0)
   stress_failures_max    int   failed rounds allowed in the short stress run (0)
-  counters_max_increase  obj   counter name (health.COUNTERS) -> allowed increase during accept
+  counters_max_increase  obj   counter name (health.gpu.COUNTERS) -> allowed increase during accept
 
 Every field is checked on load; a bad one is a UsageError naming the file and the field.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.health.checks import COUNTERS
+from nccl_bench.health.gpu import COUNTERS
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")

@@ -29,13 +29,14 @@ VERBOSE_ENV = "NCCL_BENCH_VERBOSE"
 
 
 def stem_for(result: str | Path | None, command: str, tag: str | None = None) -> Path:
-    """`results/x.jsonl` -> `results/x`; without a result file, `results/logs/<command>-<machine>-<tag>`
+    """`results/x.jsonl` -> `results/x`; without a result file, `results/runs/logs/<command>-<machine>-<tag>`
     (tag: the launcher's run id, which every rank shares, else the time)."""
     if result:
         p = Path(result)
         return p.with_name(p.name[:-len(p.suffix)] if p.suffix else p.name)
-    from nccl_bench.core.sysinfo import REPO, machine_name
-    return REPO / "results" / "logs" / f"{command}-{machine_name()}-{tag or time.strftime('%Y%m%d-%H%M%S')}"
+    from nccl_bench.core.results import RUNS
+    from nccl_bench.core.sysinfo import machine_name
+    return RUNS / "logs" / f"{command}-{machine_name()}-{tag or time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def rank_log(stem: str | Path, rank: int) -> Path:

@@ -155,7 +155,7 @@ def _per_mode(new, base, keep=lambda r: True):
 
 
 def init(new, base) -> list[dict]:
-    from nccl_bench.commands.initbench import PHASES
+    from nccl_bench.comm.plan import PHASES
     rows = []
     for mode, a, b in _per_mode(new, base, keep=lambda r: not r["warmup"]):
         for label, key in PHASES:

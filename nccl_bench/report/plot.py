@@ -7,7 +7,6 @@ backend and versions from the metadata block.
 """
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -17,7 +16,7 @@ matplotlib.use("Agg")  # headless: no display, same output everywhere
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from nccl_bench.core.sysinfo import REPO  # noqa: E402
+from nccl_bench.report.anchors import ANCHOR_STYLE, anchor_lines, link_peak  # noqa: E402
 
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -32,23 +31,8 @@ STYLE = {"figure.facecolor": "white", "axes.facecolor": "white", "savefig.faceco
          "font.size": 9, "axes.titlesize": 10, "figure.titlesize": 11, "legend.fontsize": 8,
          "legend.framealpha": 0.9, "legend.facecolor": "white", "legend.edgecolor": "#888888"}
 # GB/s per NVLink per direction, by GPU model (NVLink 4); other GPUs: no peak drawn
-LINK_GBPS = {"H100": 26.56, "H200": 26.56, "GH200": 26.56}
-ANCHORS = REPO / "tests" / "gpu" / "anchors"
 SMALL_BYTES = 1 << 20  # the latency plot's sizes
-ANCHOR_STYLE = {"nccl-tests": (0, (1, 1.2)), "nccl-tests ring": (0, (1, 1.2)), "nccl-tests tree": (0, (4, 1.5, 1, 1.5)),
-                "nccl-tests graph": (0, (5, 2))}
 
-
-def _anchor_lines(machine: str, collective: str, lo: float, hi: float, graph: bool):
-    """[(label, sizes, (us, busbw) per size)] of the anchors within the drawn size range."""
-    out = []
-    for (name, label), by_size in sorted(anchors(machine).items()):
-        if name != collective or ("graph" in label and not graph):
-            continue
-        xs = [s for s in sorted(by_size) if lo / 2 <= s <= hi * 2]
-        if xs:
-            out.append((label, xs, [by_size[s] for s in xs]))
-    return out
 
 
 def size_label(n: float) -> str:
@@ -81,42 +65,6 @@ def _figure(*args, **kw):
 
 def _titles(results) -> str:
     return "\n".join(dict.fromkeys(r.title() for r in results))
-
-
-def link_peak(meta: dict) -> tuple[float, str] | None:
-    """(GB/s, label) of the slowest GPU pair's NVLinks, per direction; None when not known."""
-    if meta.get("backend") not in ("nccl", "torch"):
-        return None
-    models = {(d.get("name") or "").replace("NVIDIA", "").split()[0] for d in meta.get("gpus") or [] if d.get("name")}
-    rates = {LINK_GBPS.get(m) for m in models}
-    links = [lk.get("link") for lk in meta.get("links") or []]
-    if len(rates) != 1 or None in rates or not links or not all(str(lk).startswith("NV") for lk in links):
-        return None
-    k = min(int(str(lk)[2:]) for lk in links)
-    rate = rates.pop()
-    return k * rate, f"link peak NV{k} x {rate:g} GB/s = {k * rate:.0f} GB/s per direction"
-
-
-def anchors(machine: str) -> dict[tuple[str, str], dict[int, tuple[float, float]]]:
-    """nccl-tests' reference sweeps for this machine: (collective, label) -> size -> (us, busbw GB/s)."""
-    out: dict = {}
-    ar, co = ANCHORS / f"{machine}_allreduce.csv", ANCHORS / f"{machine}_collectives.csv"
-    if ar.is_file():
-        for row in csv.DictReader(open(ar)):
-            for algo in ("ring", "tree"):
-                out.setdefault(("all_reduce", f"nccl-tests {algo}"), {})[int(row["bytes"])] = (
-                    float(row[f"{algo}_oop_us"]), float(row[f"{algo}_oop_busbw_GBps"]))
-    if co.is_file():
-        for row in csv.DictReader(open(co)):
-            name, size = row["collective"], int(row["bytes"])
-            if size <= 0:
-                continue
-            if name == "all_reduce_graph":
-                name, label = "all_reduce", "nccl-tests graph"
-            else:
-                label = "nccl-tests"
-            out.setdefault((name, label), {})[size] = (float(row["oop_us"]), float(row["oop_busbw_GBps"]))
-    return out
 
 
 # --- bench ------------------------------------------------------------------------------------
@@ -171,7 +119,7 @@ def busbw(results, collective: str, path: Path) -> Path:
                 mfc="white", label=f"{label} (in-place)")
     machine = results[0].machine
     sizes = [r["size"] for res in results for r in res.rows if r["collective"] == collective]
-    for label, xs, vals in _anchor_lines(machine, collective, min(sizes), max(sizes), graph=False):
+    for label, xs, vals in anchor_lines(machine, collective, min(sizes), max(sizes), graph=False):
         ax.plot(xs, [v[1] for v in vals], color="#555555", lw=1.3, ls=ANCHOR_STYLE.get(label, ":"),
                 label=f"{label}, out-of-place ({machine} anchor)")
     peak = link_peak(results[0].meta)
@@ -200,7 +148,7 @@ def latency(results, collectives: list[str], path: Path) -> Path:
                     label=label)
         sizes = [r["size"] for res in results for r in res.rows if r["collective"] == name]
         graph = any(series_key(res, r)[2] == "graph" for res in results for r in res.rows)
-        for label, xs, vals in _anchor_lines(machine, name, min(sizes), min(max(sizes), SMALL_BYTES), graph):
+        for label, xs, vals in anchor_lines(machine, name, min(sizes), min(max(sizes), SMALL_BYTES), graph):
             keep = [(x, v[0]) for x, v in zip(xs, vals) if x <= SMALL_BYTES]
             if not keep:
                 continue

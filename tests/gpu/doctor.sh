@@ -17,7 +17,7 @@ step() {  # step NAME EXPECTED_EXIT CMD...: run, log, remember the exit code
 {
 python3 -m pip list 2>/dev/null | grep -iE "^(torch|nvidia-ml-py|nccl4py|lxml|pytest) "
 python3 - <<'EOF' > $OUT/counters_before.json
-import json; from nccl_bench import health; print(json.dumps(health.read_counters()))
+import json; from nccl_bench.health import gpu; print(json.dumps(gpu.read_counters()))
 EOF
 echo "counters before: $(cat $OUT/counters_before.json)"
 
@@ -27,7 +27,7 @@ step "doctor NCCL_ALGO=Ring warns only" 0 env NCCL_ALGO=Ring python3 -m nccl_ben
 step "doctor bad --junit folder" 2 python3 -m nccl_bench doctor --junit /no/such/dir/x.xml
 
 python3 - <<'EOF' > $OUT/counters_after.json
-import json; from nccl_bench import health; print(json.dumps(health.read_counters()))
+import json; from nccl_bench.health import gpu; print(json.dumps(gpu.read_counters()))
 EOF
 echo "counters after: $(cat $OUT/counters_after.json)"
 
@@ -49,10 +49,10 @@ json.dump(imp, open(f"{out}/impossible.json", "w"), indent=1)
 bad = dict(imp); bad.pop("init_max_ms")
 json.dump(bad, open(f"{out}/missing_field.json", "w"))
 EOF
-step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
-step "judge impossible profile" 1 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
-step "judge profile missing a field" 2 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile $OUT/missing_field.json
-step "judge unknown profile" 2 python3 -m nccl_bench.health.acceptance $OUT/measurements.json --profile a100x8
+step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
+step "judge impossible profile" 1 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
+step "judge profile missing a field" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile $OUT/missing_field.json
+step "judge unknown profile" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile a100x8
 python3 -c "from nccl_bench import profiles; print('auto-chosen profile:', profiles.choose(None, 'nccl', profiles.detected_gpu_names()).name)"
 
 # JUnit files written above, validated against the XSD in tests/test_junit.py (lxml is on this image).

@@ -169,11 +169,11 @@ def load_measurements(path: str | Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """python -m nccl_bench.health.acceptance --profile NAME|PATH MEASUREMENTS.json [--junit PATH]"""
+    """python -m nccl_bench.health.verdicts --profile NAME|PATH MEASUREMENTS.json [--junit PATH]"""
     from nccl_bench.health import junit, profiles
     from nccl_bench.job.cli import Parser
-    p = Parser(prog="python -m nccl_bench.health.acceptance", description="judge measurements against a hardware profile")
-    p.add_argument("measurements", help="JSON file of measurements (shape: nccl_bench/health/acceptance.py)")
+    p = Parser(prog="python -m nccl_bench.health.verdicts", description="judge measurements against a hardware profile")
+    p.add_argument("measurements", help="JSON file of measurements (shape: nccl_bench/health/verdicts.py)")
     p.add_argument("--profile", required=True, help="built-in profile name or path to a profile JSON file")
     p.add_argument("--junit", metavar="PATH", default=None, help="also write JUnit XML (never overwritten)")
     a = p.parse_args(argv)

@@ -1,0 +1,300 @@
+"""The report document: one section per result kind (bench, init, stress, asv, doctor,
+accept), figures beside it, and the run-to-run comparison when there are files to compare with."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from nccl_bench.core.sysinfo import git_sha
+from nccl_bench.report import compare
+
+KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept")
+COMPARABLE = ("bench", "init", "stress", "asv")
+BENCH_DETAIL_ROWS = 400  # full per-size tables fold away; beyond this many rows, only the summary
+
+
+
+def by_kind(results) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for r in results:
+        out.setdefault(r.kind, []).append(r)
+    return {k: out[k] for k in KIND_ORDER if k in out}
+
+
+def md_table(rows, headers) -> str:
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def _num(v, digits=2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+# --- the report ---------------------------------------------------------------------------------
+class Report:
+    def __init__(self, opts, mine, others, out: Path):
+        self.opts, self.mine, self.others, self.out = opts, mine, others, out
+        self.lines: list[str] = []
+        self.images: list[Path] = []
+        self.flagged = {"regression": 0, "improvement": 0}
+
+    def add(self, *lines: str) -> None:
+        self.lines.extend(lines)
+
+    def image(self, path: Path, alt: str) -> None:
+        self.images.append(path)
+        self.add(f"![{alt}]({path.name})", "")
+
+    def link(self, res) -> str:
+        rel = os.path.relpath(res.path.resolve(), self.out.resolve())
+        return f"[`{res.given}`]({rel})"
+
+    def build(self) -> str:
+        self.header()
+        for kind, results in by_kind(self.mine).items():
+            getattr(self, "section_" + kind.replace("-", "_"))(results)
+        if self.others:
+            self.comparison()
+        return "\n".join(self.lines).rstrip() + "\n"
+
+    def header(self) -> None:
+        cmd = "python -m nccl_bench report " + " ".join(self.opts.files) + (
+            " --compare " + " ".join(self.opts.compare) if self.opts.compare else "")
+        self.add("# nccl-bench report", "",
+                 f"Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `{cmd}` (nccl-bench {git_sha() or '?'}).", "",
+                 "## Inputs", "")
+        rows = []
+        for role, group in (("this run", self.mine), ("compared (--compare)", self.others)):
+            for r in group:
+                extra = r.meta.get("commit") if r.kind == "asv" else r.meta.get("git_sha")
+                rows.append([role, self.link(r), r.kind, r.machine,
+                             f"{r.backend or '-'}" + (f" x{r.nranks}" if r.nranks else ""),
+                             r.versions(), extra or "-", len(r.rows)])
+        self.add(md_table(rows, ["role", "file", "kind", "machine", "backend", "versions", "git sha / commit",
+                                 "rows"]), "")
+
+    # --- bench --------------------------------------------------------------------------------
+    def section_bench(self, results) -> None:
+        from nccl_bench.report import plot
+        self.add("## Bandwidth (bench)", "",
+                 "Out-of-place solid, in-place dashed; the link's peak and nccl-tests' anchors where known "
+                 "for the machine. Bandwidths in GB/s (1e9 B/s), times in µs, as nccl-tests.", "")
+        collectives = list(dict.fromkeys(r["collective"] for res in results for r in res.rows))
+        for name in collectives:
+            self.image(plot.busbw(results, name, self.out / f"busbw-{name}.png"), f"busbw {name}")
+        small = [c for c in collectives
+                 if any(r["size"] <= plot.SMALL_BYTES for res in results for r in res.rows if r["collective"] == c)]
+        if small:
+            self.add("### Latency at small sizes", "")
+            self.image(plot.latency(results, small, self.out / "latency.png"), "latency at small sizes")
+        for res in results:
+            self.add(f"### {res.given}", "")
+            summary, detail = [], []
+            for (coll, algo, init, how, var), rows in _bench_series(res).items():
+                how = how + (f", {var}" if var else "")
+                rows.sort(key=lambda r: r["size"])
+                best = max(rows, key=lambda r: r["out_of_place"]["bus_bw"])
+                wrong = sum((r[p]["nwrong"] or 0) for r in rows for p in ("out_of_place", "in_place"))
+                summary.append([coll, algo, init, how, f"{rows[0]['size']}..{rows[-1]['size']}",
+                                _num(rows[0]["out_of_place"]["time"]), _num(best["out_of_place"]["bus_bw"]),
+                                best["size"], _num(rows[-1]["out_of_place"]["bus_bw"]),
+                                _num(rows[-1]["in_place"]["bus_bw"]), wrong])
+                detail += [[coll, algo, init, how, r["size"], r["count"], r["type"],
+                            _num(r["out_of_place"]["time"]), _num(r["out_of_place"]["bus_bw"]),
+                            _num(r["in_place"]["time"]), _num(r["in_place"]["bus_bw"]),
+                            _num(r["out_of_place"]["nwrong"]), _num(r["in_place"]["nwrong"])] for r in rows]
+            self.add(md_table(summary, ["collective", "algo", "init", "mode", "sizes (B)", "smallest: time µs",
+                                        "peak busbw", "at size (B)", "largest: busbw oop", "busbw ip", "#wrong"]), "")
+            if len(detail) <= BENCH_DETAIL_ROWS:
+                self.add("<details><summary>every size</summary>", "",
+                         md_table(detail, ["collective", "algo", "init", "mode", "size (B)", "count", "type",
+                                           "oop time µs", "oop busbw", "ip time µs", "ip busbw", "oop #wrong",
+                                           "ip #wrong"]), "", "</details>", "")
+
+    # --- init ---------------------------------------------------------------------------------
+    def section_init(self, results) -> None:
+        from nccl_bench.comm.plan import PHASES
+        from nccl_bench.report import inits, plot
+        self.add("## Communicator init (init)", "",
+                 "Boxes: ok inits of measured rounds, every rank; failed inits are counted under each mode.", "")
+        self.image(plot.init_phases(results, list(PHASES), self.out / "init-phases.png"),
+                   "init time per phase and mode")
+        for res in results:
+            body = [[s["mode"], s["phase"], s["n"], *(_num(None if s[k] is None else s[k] * 1e3) for k in
+                                                      ("median", "p90", "p99", "max"))]
+                    for s in inits.summarize(res.rows) if s["key"] != "failed_after_s" or s["n"]]
+            self.add(f"### {res.given}", "", md_table(body, ["mode", "phase", "n", "median ms", "p90 ms", "p99 ms",
+                                                            "max ms"]), "")
+            stale = inits.stale_rounds(inits.measured(res.rows))
+            for mode, f in inits.failures(res.rows).items():
+                kinds = ", ".join(f"{k} {n}" for k, n in sorted(f["kinds"].items()))
+                proof = f"; stale IDs proven in {len(stale[mode])} round(s)" if stale.get(mode) else ""
+                self.add(f"- {mode}: {f['failed']} of {f['inits']} inits failed" + (f" ({kinds})" if kinds else "")
+                         + proof)
+            self.add("")
+
+    def section_init_simulate(self, results) -> None:
+        self.add("## Unique-ID exchange at scale (init --simulate-ranks)", "")
+        for res in results:
+            body = [[r["mode"], _num(r["ranks_per_root"]), r["nranks"], r["nroots"], r["init"],
+                     r.get("full_store_ops", "-"), _num(None if r.get("exchange_median_s") is None
+                                                       else r["exchange_median_s"] * 1e3),
+                     _num(r["wall_s"] * 1e3), f"{r['stale_ranks']}/{r.get('readers', '?')}", r.get("timeouts", 0)]
+                    for r in res.rows]
+            self.add(f"### {res.given}", "", md_table(body, ["mode", "ranks/root", "ranks", "roots", "init #",
+                                                            "store ops", "exchange median ms", "wall ms",
+                                                            "stale ranks/readers", "timeouts"]), "")
+
+    # --- stress -------------------------------------------------------------------------------
+    def section_stress(self, results) -> None:
+        from nccl_bench.report import plot
+        from nccl_bench.report.rounds import COLUMNS, summarize
+        self.add("## Re-init churn (stress journal)", "")
+        for res in results:
+            self.add(f"### {res.given}", "")
+            self.image(plot.stress_timeline(res, self.out / f"stress-timeline-{_slug(res.path.stem)}.png"),
+                       f"stress timeline {res.path.name}")
+            modes = list(dict.fromkeys(r["mode"] for r in res.rows))
+            body = [[s["mode"], s["rounds"], s["ok"], s["hangs"], s["errors"], s["wrong"], s["stale_caught"],
+                     _num(s["init_p50_ms"], 1), _num(s["init_p99_ms"], 1), _num(s["rounds_per_s"])]
+                    for s in summarize(modes, res.rows)]
+            self.add(md_table(body, COLUMNS), "")
+            o = res.meta.get("options") or {}
+            self.add(f"Options: {', '.join(f'{k}={v}' for k, v in o.items())}.", "")
+            failed = [r for r in res.rows if r["verdict"] != "ok"]
+            if failed:
+                self.add("<details><summary>failed rounds and their diagnosis</summary>", "",
+                         md_table([[r["mode"], r["round"], r["verdict"], (r.get("diagnosis") or "")[:300]]
+                                   for r in failed], ["mode", "round", "verdict", "diagnosis"]), "", "</details>", "")
+
+    def section_stress_summary(self, results) -> None:
+        self.add("## Re-init churn (stress summary)", "",
+                 "A summary has no per-round data: pass the journal for the timeline.", "")
+        for res in results:
+            body = [[r.get("mode"), r.get("rounds"), r.get("ok"), r.get("hangs"), r.get("errors"), r.get("wrong"),
+                     r.get("stale_caught"), _num(r.get("init_p50_ms"), 1), _num(r.get("init_p99_ms"), 1),
+                     _num(r.get("rounds_per_s"))] for r in res.rows]
+            self.add(f"### {res.given}", "", md_table(body, ["mode", "rounds", "ok", "hangs", "errors", "wrong",
+                                                            "stale caught", "init p50 ms", "init p99 ms",
+                                                            "rounds/s"]), "",
+                     f"Journal: `{res.meta.get('journal', '?')}`.", "")
+
+    # --- the rest -----------------------------------------------------------------------------
+    def section_asv(self, results) -> None:
+        self.add("## asv results", "")
+        for res in results:
+            body = [[r["benchmark"], r["params"] or "-", _num(r["value"], 4), _num(r["q25"], 4), _num(r["q75"], 4)]
+                    for r in res.rows]
+            self.add(f"### {res.given} (commit {str(res.meta.get('commit'))[:12]})", "",
+                     md_table(body, ["benchmark", "params", "value", "q25", "q75"]), "")
+
+    def section_doctor(self, results) -> None:
+        self._generic("Preflight health (doctor)", results)
+
+    def section_accept(self, results) -> None:
+        self._generic("Acceptance verdicts (accept)", results)
+
+    def _generic(self, title: str, results) -> None:
+        self.add(f"## {title}", "")
+        for res in results:
+            keys = [k for k in dict.fromkeys(k for r in res.rows for k in r)
+                    if all(not isinstance(r.get(k), (dict, list)) for r in res.rows)][:8]
+            body = [[_short(r.get(k)) for k in keys] for r in res.rows]
+            self.add(f"### {res.given}", "", md_table(body, keys), "")
+
+    # --- comparison ---------------------------------------------------------------------------
+    def comparison(self) -> None:
+        from nccl_bench.report import plot
+        self.add("## Comparison with the --compare run", "",
+                 "Ratios are this run / the compared run. A row is a regression or an improvement only when "
+                 "the difference is beyond the measured spread; the rule is given per kind.", "")
+        mine, others = by_kind(self.mine), by_kind(self.others)
+        for kind in dict.fromkeys([*mine, *others]):
+            if kind not in COMPARABLE:
+                self.add(f"- {kind}: not compared (no comparison is defined for this kind).", "")
+                continue
+            if kind not in mine or kind not in others:
+                side = "this run" if kind not in mine else "the compared run"
+                self.add(f"- {kind}: {side} has no {kind} file; nothing to compare.", "")
+                continue
+            a, b = mine[kind], others[kind]
+            title = (f"{', '.join(r.path.name for r in a)} vs {', '.join(r.path.name for r in b)}\n"
+                     + " | ".join(dict.fromkeys(r.title() for r in a + b)))
+            self.add(f"### {kind}", "", f"Rule: {compare.RULES[kind]}.", "")
+            if kind == "bench":
+                rows = compare.bench(a, b)
+                self.count(rows)
+                series = compare.bench_series(rows)
+                self.add(md_table([[s["collective"], s["series"], s["points"], _num(s["median_ratio"], 3),
+                                    f"{s['threshold']:.1%}", s["regressions"], s["improvements"], s["verdict"]]
+                                   for s in series], ["collective", "series", "points", "median ratio",
+                                                      "flag beyond", "regressions", "improvements", "verdict"]), "")
+                flagged = [r for r in rows if r["verdict"] != "no change"]
+                if flagged:
+                    self.add("<details><summary>flagged sizes</summary>", "", md_table(
+                        [[r["collective"], r["series"], r["place"], r["size"], f"{r['base_busbw']:.4g}",
+                          f"{r['new_busbw']:.4g}", _num(r["ratio"], 3), r["verdict"]] for r in flagged],
+                        ["collective", "series", "placement", "size (B)", "busbw compared", "busbw this",
+                         "ratio", "verdict"]), "", "</details>", "")
+                for name in dict.fromkeys(r["collective"] for r in rows):
+                    self.image(plot.compare_bench(rows, name, title, self.out / f"compare-bench-{name}.png"),
+                               f"busbw ratio {name}")
+                if not rows:
+                    self.add("No (collective, algo, init, size) in common.", "")
+                continue
+            rows = getattr(compare, kind)(a, b)
+            self.count(rows)
+            unit = {"init": "ms", "stress": "", "asv": ""}[kind]
+            scale = 1e3 if kind == "init" else 1.0
+            body = [[r["group"], r["item"], _fmt_value(r, "base", scale), _fmt_value(r, "new", scale),
+                     _num(r["ratio"], 3), "-" if r["threshold"] is None else f"{r['threshold']:.1%}", r["verdict"]]
+                    for r in rows]
+            self.add(md_table(body, ["group", "item", f"compared {unit}".strip(), f"this {unit}".strip(), "ratio",
+                                     "flag beyond", "verdict"]) if rows else "Nothing in common.", "")
+            drawn = [r for r in rows if r["ratio"] is not None and r["item"] != "failure rate"]
+            if drawn:
+                ylabel = {"init": "median time ratio (this / compared; > 1 is slower)",
+                          "stress": "ratio of medians (this / compared)",
+                          "asv": "value ratio (this / compared)"}[kind]
+                self.image(plot.compare_bars(drawn, kind, ylabel, title, self.out / f"compare-{kind}.png"),
+                           f"{kind} ratios")
+        self.add(f"**Comparison verdict: {self.flagged['regression']} regression(s), "
+                 f"{self.flagged['improvement']} improvement(s)** beyond the measured spread"
+                 + (" (no change)." if not any(self.flagged.values()) else "."), "")
+
+    def count(self, rows) -> None:
+        for r in rows:
+            if r["verdict"] in self.flagged:
+                self.flagged[r["verdict"]] += 1
+
+
+def _bench_series(res) -> dict[tuple, list]:
+    from nccl_bench.report.plot import series_key
+    out: dict[tuple, list] = {}
+    for r in res.rows:
+        out.setdefault((r["collective"], *series_key(res, r)), []).append(r)
+    return out
+
+
+def _fmt_value(row: dict, key: str, scale: float) -> str:
+    v = row[key]
+    if v is None:
+        return "-"
+    if row["item"] == "failure rate":
+        return f"{v:.0%} of {row['n_' + key]}"
+    return _num(v * scale, 3)
+
+
+def _short(v) -> str:
+    text = "-" if v is None else str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
