@@ -1,6 +1,7 @@
 """`python -m stress`: parse, check the journal before anything starts, and launch the job."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from nccl_bench.job.options import JobOptions, split_list
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
+from stress.owner import JournalOwner, inherited as owner_inherited
 
 
 def parser() -> Parser:
@@ -72,23 +74,27 @@ def options(a) -> StressOptions:
                          scenario=a.scenario)
 
 
-def check_journal(opts: StressOptions, nranks: int) -> str:
-    """In the driver, before any process starts: the journal to write or continue (exit 2 if not)."""
+def journal_path(opts: StressOptions) -> Path:
+    """The journal this run writes: --journal, or a new default name under results/runs/."""
+    if opts.journal:
+        return Path(opts.journal)
+    path = journal.default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)  # results/runs/ may not exist in a fresh checkout
+    return path
+
+
+def check_journal(opts: StressOptions, nranks: int, path: Path) -> None:
+    """In the driver, holding the journal, before any process starts: can it be written or
+    continued (exit 2 if not)?"""
     if opts.summary_json:
         s = Path(opts.summary_json)
         if s.exists() or not s.parent.is_dir():
             raise UsageError(f"--summary-json {s}: " + ("already exists; results are never overwritten"
                                                         if s.exists() else f"folder {s.parent} does not exist"))
     if opts.resume:
-        journal.check_resumable(journal.read(opts.journal), opts.identity(nranks), opts.journal)
-        return opts.journal
-    if opts.journal:
-        journal.check_new(opts.journal)
-        return opts.journal
-    path = journal.default_path()
-    path.parent.mkdir(parents=True, exist_ok=True)  # results/ may not exist in a fresh checkout
-    journal.check_new(path)
-    return str(path)
+        journal.check_resumable(journal.read(path), opts.identity(nranks), path)
+    else:
+        journal.check_new(path)
 
 
 def elastic_journal() -> Path | None:
@@ -124,14 +130,19 @@ def main(argv: list[str]) -> int:
         print(schedule.render(opts.seed, opts.rounds, nranks, opts.skew_max))
         return 0
     if launch.detect() is None:  # the driver: fix the journal's name so every worker agrees on it
-        path = check_journal(opts, nranks)
-        if opts.journal is None:
-            argv = [*argv, "--journal", path]
-        return launched(argv, opts, nranks, path)
+        path = journal_path(opts)
+        with JournalOwner(path):  # one writer per journal, for the whole run (its workers included)
+            check_journal(opts, nranks, path)
+            if opts.journal is None:
+                argv = [*argv, "--journal", str(path)]
+            return launched(argv, opts, nranks, str(path))
     if opts.journal is None:  # under a launcher: rank 0 names it (only rank 0 writes it)
         path = elastic_journal() or journal.default_path()
         if ident.rank == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
         opts.journal = str(path)
     from stress.loop import worker  # the ranks' loop needs torch: loaded where the job runs
-    return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), result=opts.journal)
+    with contextlib.ExitStack() as held:
+        if ident.rank == 0 and not owner_inherited():  # under torchrun/srun: rank 0 writes, rank 0 holds
+            held.enter_context(JournalOwner(opts.journal))
+        return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), result=opts.journal)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core import results
+from stress import failpoint
 
 SCHEMA = "nccl_bench.stress.journal/1"
 
@@ -113,7 +114,10 @@ class Writer:
                 self._f.write("\n")  # after a torn line, start clean
 
     def _line(self, obj: dict) -> None:
-        self._f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        if failpoint.armed("append"):
+            failpoint.write_then_die(self._f, line)
+        self._f.write(line)
         self._f.flush()
         os.fsync(self._f.fileno())
 

@@ -23,7 +23,7 @@ from nccl_bench.comm import scenario
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
 from nccl_bench.comm.lifetime import destroy_note
-from stress import baseline, inject, journal, peers, schedule
+from stress import baseline, failpoint, inject, journal, peers, schedule
 from stress.behind import Behind, worst
 from stress.diagnose import History, judge
 from stress.options import StressOptions
@@ -456,12 +456,24 @@ def write_summary(path: Path, rows: list[dict], table: list[dict], base: dict | 
             "baseline": base}
     doc = {"kind": "stress-summary", "schema": results.SCHEMA_VERSION, "rounds": len(rows),
            "failures": sum(r["verdict"] != "ok" for r in rows), "restarts": restarts, "meta": meta, "rows": table}
+    # Whole or not at all: written beside, then linked in under its name (which never overwrites), so
+    # a kill mid-write leaves no half summary for --resume to trip over.
+    for debris in path.parent.glob(f".{path.name}.*.tmp"):  # cut by a kill (we hold the journal: no one else writes)
+        debris.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    text = json.dumps(doc, indent=1) + "\n"
+    with open(tmp, "w") as f:
+        if failpoint.armed("summary"):
+            failpoint.write_then_die(f, text)
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     try:
-        with open(path, "x") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        os.link(tmp, path)
     except FileExistsError:
         raise UsageError(f"{path} already exists; results are never overwritten") from None
+    finally:
+        os.unlink(tmp)
     return path
 
 

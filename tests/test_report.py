@@ -202,3 +202,18 @@ def test_rows_of_other_types_ops_roots_and_groups_stay_apart():
     series = {k[1] for k in compare._bench_points([res]) if k[2] == "out_of_place"}
     assert series == {"default, regular", "default, regular, half", "default, regular, max",
                       "default, regular, root 1", "default, regular, group 1"}
+
+
+def test_a_line_cut_by_a_kill_is_named_and_the_rounds_read_counted(tmp_path):
+    lines = (FIX / "stress_gloo.jsonl").read_text().splitlines()
+    rounds = [i for i, line in enumerate(lines) if '"type":"round"' in line.replace(" ", "")]
+    cut = rounds[2]
+    lines[cut] = lines[cut][: len(lines[cut]) // 2]  # a write the kill interrupted
+    journal = tmp_path / "cut.jsonl"
+    journal.write_text("\n".join(lines) + "\n")
+    proc = report(journal, "--compare", FIX / "stress_gloo.jsonl", "--out", tmp_path / "rep")
+    assert proc.returncode == 0, proc.stderr
+    assert f"report: {journal} line {cut + 1}: cut short (a write interrupted), skipped" in proc.stdout
+    assert f"report: {journal}: {len(rounds) - 1} round(s) read" in proc.stdout
+    assert f"{FIX / 'stress_gloo.jsonl'}: {len(rounds)} round(s) read" in proc.stdout
+    assert f"skipped: {cut + 1}" in (tmp_path / "rep" / "report.md").read_text()

@@ -75,6 +75,8 @@ def main(argv: list[str]) -> int:
         a.files = [str(latest)]
     opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
     mine, others = readers.load_all(opts.files), readers.load_all(opts.compare)  # all checked before writing
+    for line in (line for res in mine + others for line in res.reading()):
+        print(f"report: {line}")
     out = Path(opts.out) if opts.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     report = Report(opts, mine, others, out)

@@ -118,6 +118,34 @@ def die_with_parent() -> None:
         os._exit(EXIT_FAILED)
 
 
+# How local ranks start: "forkserver" (default) forks each from a server process that imported
+# PRELOAD once; "exec" starts `python argv...` afresh per rank, as torchrun does.
+START_ENV = "NCCL_BENCH_RANK_START"
+PRELOAD = ("torch", "torch.distributed", "numpy", "nccl_bench.comm.base", "nccl_bench.job.store")
+
+
+def run_module(argv: list[str]) -> None:
+    """A rank forked from the warm server runs `python -m MODULE ARGS...` here, as a new process
+    would; a non-zero exit leaves the process with that code (the launcher reads it)."""
+    import runpy
+    from multiprocessing import forkserver
+    # Each process forked from the server holds its "alive" pipe, which keeps the server up while
+    # any child lives. Let go of it, so the server ends with the launcher and the ranks with the
+    # server (PR_SET_PDEATHSIG): a kill -9 of the launcher leaves nothing behind.
+    alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        forkserver._forkserver._forkserver_alive_fd = None
+    module, args = argv[1], argv[2:]
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
+        if code:
+            raise SystemExit(code) from None
+
+
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
                 max_restarts: int = 0, failures: list | None = None) -> int:
     """Run `python argv...` as `nranks` local workers through PyTorch's elastic launcher.
@@ -135,15 +163,22 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
         if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
-    os.environ[SELF_LAUNCH_ENV] = "1"
+    os.environ[SELF_LAUNCH_ENV] = str(os.getpid())  # set: self-launched; its value: by which launcher
     for k, v in (env_extra or {}).items():
         os.environ[k] = v
+    warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
+    if warm:  # ranks fork from a server that imported torch once, instead of each importing it
+        import multiprocessing
+        multiprocessing.set_forkserver_preload(list(PRELOAD))
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nranks, run_id=str(uuid.uuid4()),
         rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
-        monitor_interval=0.1, start_method="spawn", local_addr="127.0.0.1")
+        monitor_interval=0.1, start_method="forkserver" if warm else "spawn", local_addr="127.0.0.1")
     try:
-        elastic_launch(config, sys.executable)(*argv)
+        if warm:
+            elastic_launch(config, run_module)(list(argv))
+        else:
+            elastic_launch(config, sys.executable)(*argv)
     except ChildFailedError as e:
         codes = [f.exitcode for f in e.failures.values()]
         if failures is not None:

@@ -158,6 +158,8 @@ class Report:
         self.add("## Re-init churn (stress journal)", "")
         for res in results:
             self.add(f"### {res.given}", "")
+            if res.damaged:
+                self.add("Lines cut short by an interrupted write, skipped: " + ", ".join(map(str, res.damaged)), "")
             self.image(plot.stress_timeline(res, self.out / f"stress-timeline-{_slug(res.path.stem)}.png"),
                        f"stress timeline {res.path.name}")
             modes = list(dict.fromkeys(r["mode"] for r in res.rows))

@@ -43,6 +43,14 @@ class Result:
     meta: dict
     rows: list[dict]
     notes: list[dict] = field(default_factory=list)  # stress journal: baseline, resume and end lines
+    damaged: list[int] = field(default_factory=list)  # stress journal: lines a kill cut short (1-based)
+
+    def reading(self) -> list[str]:
+        """What reading this file found worth saying: lines cut short, and the rounds read."""
+        if self.kind != "stress":
+            return []
+        return [f"{self.given} line {n}: cut short (a write interrupted), skipped" for n in self.damaged] + [
+            f"{self.given}: {len(self.rows)} round(s) read"]
 
     @property
     def machine(self) -> str:
@@ -188,18 +196,19 @@ def _journal(path: Path, given: str, head: dict, text: str) -> Result:
         raise UsageError(f"{given}: not a result of nccl-bench (a header line, but not a stress journal's)")
     if schema != JOURNAL_SCHEMA:
         raise UsageError(f"{given}: stress journal schema '{schema}'; this report reads '{JOURNAL_SCHEMA}'")
-    rows, notes = [], []
-    for line in text.splitlines()[1:]:
+    rows, notes, damaged = [], [], []
+    for n, line in enumerate(text.splitlines()[1:], start=2):
         obj = _json(line)
         if not isinstance(obj, dict):
-            continue  # a torn last line (a killed run): the journal's own rule is to skip it
+            damaged.append(n)  # cut by a kill: the journal's own rule is to skip it, and we say so
+            continue
         (rows if obj.get("type") == "round" else notes).append(obj)
     if not rows:
         raise UsageError(f"{given}: a stress journal with no complete round (nothing to report)")
     _check_rows(given, "stress", rows)
     meta = dict(head.get("meta") or {})
     meta["options"] = head.get("options") or {}
-    return Result(path, given, "stress", meta, rows, notes)
+    return Result(path, given, "stress", meta, rows, notes, damaged)
 
 
 def _asv(path: Path, given: str, doc: dict) -> Result:
