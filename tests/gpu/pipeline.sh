@@ -5,7 +5,8 @@
 #          (acceptance: >= 3, 0 failures); then `init --init scoped` for its destroy line
 #   stock  STOCK_ROUNDS (default 100) stock rounds pipelined: every failure diagnosed
 #   kill   a pipelined run of KILL_ROUNDS (default 150) whose launcher gets kill -9 mid-run, then --resume:
-#          every round exactly once, no worker left, no compute process on any GPU
+#          every round exactly once, no worker left, no compute process on any GPU; and a second
+#          writer (--resume while the first runs) refused with exit 2, the holder named
 # usage: tests/gpu/pipeline.sh [rate] [stock] [kill]   (default: all three, ~8 min on 2 x H200; for
 #        PIPE_ROUNDS=1000 run `rate` alone and `stock kill` in a second call). Logs and journals in $OUT.
 set -u
@@ -50,10 +51,14 @@ kill)
     kill -0 $pid 2>/dev/null || break
     sleep 0.1
   done
+  # one writer per journal: a second writer (here with --resume) while the first runs is refused
+  timeout 120 $S --init scoped --rounds "$n" --journal "$OUT/kill.jsonl" --resume > "$OUT/second.log" 2>&1
+  echo "$?" > "$OUT/second.rc"; echo "second writer: exit $(cat "$OUT/second.rc"): $(tail -n 1 "$OUT/second.log")"
   kill -9 $pid; wait $pid 2>/dev/null
   before=$(grep -c '"type":"round"' "$OUT/kill.jsonl")
-  for _ in $(seq 100); do  # workers die with their launcher (PR_SET_PDEATHSIG)
-    left=$(pgrep -f "$OUT/kill.jsonl" | grep -c .); [ "$left" = 0 ] && [ "$(gpu_procs)" = 0 ] && break; sleep 0.2
+  for _ in $(seq 100); do  # workers die with their launcher (PR_SET_PDEATHSIG; ranks fork from a forkserver)
+    left=$(( $(pgrep -f "$OUT/kill.jsonl" | grep -c .) + $(pgrep -f "multiprocessing.forkserver" | grep -c .) ))
+    [ "$left" = 0 ] && [ "$(gpu_procs)" = 0 ] && break; sleep 0.2
   done
   echo "killed after $before journaled rounds; workers left: $left; GPU processes: $(gpu_procs)"
   echo "{\"journaled\": $before, \"workers_left\": $left, \"gpu_procs\": $(gpu_procs)}" > "$OUT/kill.after"
@@ -113,6 +118,10 @@ if (out / "kill.jsonl").exists():
     print(f"kill -9 after {after.get('journaled')} journaled rounds; workers left {after.get('workers_left')}, "
           f"GPU processes {after.get('gpu_procs')}; after --resume {len(rows)} rounds, every round exactly once: "
           f"{'yes' if once else 'NO'}")
+    second = (out / "second.log").read_text().strip().splitlines()[-1:] if (out / "second.log").exists() else [""]
+    refused = field("second", "rc") == "2" and "is being written by pid" in second[0]
+    print(f"second writer while the first ran: exit {field('second', 'rc')} "
+          f"({'refused, holder named: PASS' if refused else 'FAIL'}): {second[0][:160]}")
 for line in field("init", "log", "").splitlines():
     if line.startswith("destroy:"):
         print("init " + line)
