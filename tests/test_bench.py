@@ -57,6 +57,9 @@ def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
     assert proc.stdout.count("cycle 2/2") == 3 and doc["meta"]["bench"]["run_cycles"] == 2
     rows = benchfile.rows(doc)
     assert sorted({r["cycle"] for r in rows}) == [0, 1]
+    # each point's spread across its cycles goes in the file, and the table has a spread column
+    assert all(set(r["spread_pct"]) == {"out_of_place", "in_place"} and isinstance(r["unstable"], bool) for r in rows)
+    assert " spread" in proc.stdout
     per_point = readers.load(str(tmp_path / "out.json")).rows
     assert len(per_point) * 2 == len(rows) and {r["cycles"] for r in per_point} == {2}
     assert {r["type"] for r in rows} == {"half"} and {r["redop"] for r in rows} == {"avg"}
@@ -214,3 +217,24 @@ def test_views_move_with_the_iteration_as_in_nccl_tests():
     assert send.tolist() == list(range(16, 24)) and recv.tolist() == list(range(116, 132))
     send, recv = _views(send_buf, recv_buf, lay, in_place=True, shift=16)
     assert recv.tolist() == list(range(116, 132)) and send.tolist() == list(range(124, 132))  # rank 1's slot
+
+
+def test_a_point_whose_cycles_differ_over_10_percent_is_flagged_unstable():
+    from nccl_bench.engine.benchtable import footer, table
+    from nccl_bench.engine.sweep import with_spread
+    rows = []
+    for cycle, (t8, t16) in enumerate(((10.0, 20.0), (12.0, 20.5))):  # 8 B: 18 % apart; 16 B: 2.5 %
+        for size, t in ((8, t8), (16, t16)):
+            r = _row(0)
+            r.update(size=size, cycle=cycle)
+            r["out_of_place"] = {"time": t, "alg_bw": 1.0, "bus_bw": 2.0, "nwrong": 0}
+            rows.append(r)
+    rows = with_spread(rows)
+    by = {(r["size"], r["cycle"]): r for r in rows}
+    assert by[(8, 0)]["unstable"] and by[(8, 1)]["unstable"] and not by[(16, 0)]["unstable"]
+    assert round(by[(8, 0)]["spread_pct"]["out_of_place"], 1) == 18.2 and by[(8, 0)]["spread_pct"]["in_place"] == 0
+    text = table(rows, "t")
+    assert text.count("UNSTABLE") == 2 and "2.5%" in text
+    assert "# Unstable points      : 1 " in footer(rows)
+    (one8, _) = readers.median_over_cycles(rows)
+    assert one8["unstable"] and one8["spread_pct"]["out_of_place"] > 18

@@ -217,3 +217,18 @@ def test_a_line_cut_by_a_kill_is_named_and_the_rounds_read_counted(tmp_path):
     assert f"report: {journal}: {len(rounds) - 1} round(s) read" in proc.stdout
     assert f"{FIX / 'stress_gloo.jsonl'}: {len(rounds)} round(s) read" in proc.stdout
     assert f"skipped: {cut + 1}" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_a_difference_within_a_points_own_spread_is_noise_not_a_regression(tmp_path):
+    def with_spread(pct):
+        def edit(doc):
+            for row in doc["rows"]:
+                row["spread_pct"] = {"out_of_place": pct, "in_place": pct}
+        return edit
+    base = FIX / "bench_gloo.json"
+    noisy = doctored(base, tmp_path / "noisy.json", lambda d: (lower_busbw(d), with_spread(15.0)(d)))
+    steady = doctored(base, tmp_path / "steady.json", lambda d: (lower_busbw(d), with_spread(1.0)(d)))
+    rows = compare.bench(readers.load_all([str(noisy)]), readers.load_all([str(base)]))
+    assert rows and all(r["verdict"] == "no change" and r["spread_pct"] == 15.0 for r in rows)
+    rows = compare.bench(readers.load_all([str(steady)]), readers.load_all([str(base)]))
+    assert rows and all(r["verdict"] == "regression" for r in rows)

@@ -16,6 +16,7 @@ COMMANDS = {
     "stress": ("stress.command", "churn communicator re-inits under skew; verdicts, diagnosis, journal"),
     "accept": ("nccl_bench.commands.accept", "doctor + bandwidth + init + short stress judged by a hardware profile"),
     "doctor": ("nccl_bench.commands.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
+    "locate": ("nccl_bench.commands.locate", "name the GPU, link or node that drags collectives down: pairs, bisection"),
     "report": ("nccl_bench.commands.report", "markdown report with plots from result files; --compare: run-to-run ratios"),
 }
 

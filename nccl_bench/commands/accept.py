@@ -30,6 +30,7 @@ class AcceptOptions:
     init_rounds: int = 10
     stress_rounds: int = 20
     step_timeout: float = 300.0  # seconds for each step's job
+    locate: bool = False  # on FAIL, run `locate` to name the GPU, link or node
 
     def __post_init__(self):
         self.backend = check_backend(self.backend or default_backend())
@@ -57,6 +58,7 @@ def parser() -> Parser:
     p.add_argument("--init-rounds", type=int, default=10, help="init-latency rounds (default 10)")
     p.add_argument("--stress-rounds", type=int, default=20, help="short scoped stress rounds (default 20)")
     p.add_argument("--step-timeout", type=float, default=300.0, help="seconds allowed per step (default 300)")
+    p.add_argument("--locate", action="store_true", help="when accept fails, run locate: which GPU, link or node")
     return p
 
 
@@ -121,7 +123,8 @@ def main(argv: list[str]) -> int:
     if launch.detect() is not None:
         raise UsageError("accept starts its own jobs on this node: run it without torchrun/srun/mpirun")
     o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
-                      init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout)
+                      init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
+                      locate=a.locate)
     profile = profiles.choose(o.profile, o.backend, profiles.detected_gpu_names())
     print(f"accept: profile {profile.name} ({profile.description}), backend {o.backend}, "
           f"{o.nranks or (gpu_count() if o.backend != 'gloo' else 2)} rank(s)", flush=True)
@@ -144,7 +147,25 @@ def main(argv: list[str]) -> int:
             junit.suite_from_verdicts(f"accept.{profile.name}", judged)]
         print(f"wrote {junit.write(o.junit, *suites)}")
     print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name}")
+    if not ok and o.locate:
+        step_locate(o, profile)
     return 0 if ok else EXIT_FAILED
+
+
+def step_locate(o: AcceptOptions, profile: profiles.Profile) -> None:
+    """After a FAIL: locate's suspects, each with its evidence (locate's own exit 1 means it found some)."""
+    print("accept: locate ...", flush=True)
+    argv = ["nccl_bench", "locate", "--backend", o.backend, "--profile", profile.path or profile.name,
+            *(["--nranks", str(o.nranks)] if o.nranks else [])]
+    try:
+        doc = run_json(argv, o.step_timeout, ok_codes=(0, EXIT_FAILED))
+    except JobFailed as e:
+        print(f"accept: locate failed: {e.reason}", flush=True)
+        return
+    found = doc["meta"]["suspects"]
+    for s in found:
+        print(f"SUSPECT {s['who']}: " + "; ".join(s["evidence"]))
+    print(f"accept: locate: {len(found) or 'no'} suspect(s)", flush=True)
 
 
 if __name__ == "__main__":

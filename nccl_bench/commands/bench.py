@@ -33,8 +33,8 @@ def parser() -> Parser:
     p.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by this factor")
     p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes (default 1M when no -f)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at the largest and at the smallest size when a sweep starts, as "
-                   "nccl-tests (default 5); each size then has one untimed sync launch")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at every size from the smallest to the largest by factors of 2 "
+                   "when a sweep starts, as nccl-tests 2.19.6 (default 5); each size then has one untimed sync launch")
     p.add_argument("-c", "--check", type=int, default=1, help="check iterations per size (default 1; 0 = none)")
     p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS) + ", or all (each in turn)")
     p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES) + ", or all ("

@@ -159,8 +159,8 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     # The agent's loggers set their own levels, so quiet each one (our driver reports failures).
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher")):
+    for name in [*logging.root.manager.loggerDict, "torch.multiprocessing.spawn"]:
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
     os.environ[SELF_LAUNCH_ENV] = str(os.getpid())  # set: self-launched; its value: by which launcher

@@ -51,3 +51,15 @@ def per_iter_summary(times_us: list[float]) -> dict:
     rank = lambda q: s[min(n - 1, (n * q + 99) // 100 - 1)]  # noqa: E731
     return {"min_us": s[0], "max_us": s[-1], "avg_us": avg, "p50_us": s[n // 2], "p95_us": rank(95),
             "p99_us": rank(99), "stdev_us": stdev, "cv_pct": stdev / avg * 100 if avg else 0.0}
+
+
+UNSTABLE_PCT = 10.0  # a point whose repeats differ by more than this is flagged unstable (as pyperf warns)
+
+
+def spread_pct(values: Iterable[float]) -> float | None:
+    """How far repeats of one measurement differ: (max - min) / median, in %; None under 2 values."""
+    xs = [v for v in values if v is not None and not math.isnan(v)]
+    med = percentile(xs, 0.5)
+    if len(xs) < 2 or not med:
+        return None
+    return (max(xs) - min(xs)) / med * 100

@@ -2,6 +2,7 @@
 and -M's memory line. Rows are the sweep's (nccl_bench.engine.sweep); nothing here measures."""
 from __future__ import annotations
 
+from nccl_bench.core.stats import UNSTABLE_PCT
 from nccl_bench.engine.benchfile import totals
 
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
@@ -22,10 +23,11 @@ def table(rows: list[dict], title: str) -> str:
             i = r[p + "_per_iter"]
             cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}"]
         return cells
+    spread = any("spread_pct" in r for r in rows)
     head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
-            *(["timestamp"] if stamped else [])]
+            *(["timestamp"] if stamped else []), *(["spread"] if spread else [])]
     body = [[r["size"], r["count"], r["type"], r["redop"], r["root"], *place(r, "out_of_place"), *place(r, "in_place"),
-             *([r["timestamp"]] if stamped else [])] for r in rows]
+             *([r["timestamp"]] if stamped else []), *([_stability(r)] if spread else [])] for r in rows]
     text = tabulate(body, headers=head, tablefmt="plain", disable_numparse=True, colalign=("right",) * len(head))
     lines = text.splitlines()
     cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
@@ -38,11 +40,22 @@ def table(rows: list[dict], title: str) -> str:
     return "\n".join([f"# {title}", f"# {units}", "#" + lines[0][1:], *lines[1:], *notes])
 
 
+def _stability(row: dict) -> str:
+    """-N: the larger spread of the point's cycles; UNSTABLE past stats.UNSTABLE_PCT (as pyperf warns)."""
+    worst = max((v for v in row.get("spread_pct", {}).values() if v is not None), default=None)
+    if worst is None:
+        return "-"
+    return f"{worst:.1f}%" + (" UNSTABLE" if row.get("unstable") else "")
+
+
 def footer(rows: list[dict]) -> str:
     """nccl-tests' closing lines: wrong values over the run and the average busbw."""
     wrong, avg = totals(rows)
+    unstable = len({r["size"] for r in rows if r.get("unstable")})
     return (f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}\n"
-            f"# Avg bus bandwidth    : {avg:.4g}")
+            f"# Avg bus bandwidth    : {avg:.4g}"
+            + (f"\n# Unstable points      : {unstable} (their -N cycles differ by more than {UNSTABLE_PCT:g} %; "
+               "a comparison calls differences within the spread noise)" if unstable else ""))
 
 
 def memory_line(per_rank: list[dict]) -> str:

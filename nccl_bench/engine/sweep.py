@@ -1,8 +1,9 @@
 """The engine: for one collective on one communicator, sweep sizes, time, check, aggregate.
 
-First, as nccl-tests' TimeTest, the warm-up: -w launches at the largest size, then -w at the
-smallest, each followed by a wait (so no point, the first included, pays for connections,
-lazily loaded kernels or ranks that arrive apart). Then per size, out-of-place then in-place:
+First, as nccl-tests' (2.19.6) TimeTest, the warm-up: -w launches at every size from the smallest
+to the largest by factors of 2, each followed by a wait (so no point, the first included, pays for
+connections NCCL sets up lazily per protocol and channel count, lazily loaded kernels or ranks
+that arrive apart). Then per size, out-of-place then in-place:
 time the launch loop (nccl_bench.engine.timing), then run `check` separate iterations on freshly
 filled inputs and count the elements that differ from the exactly predictable result. After
 the sweep the ranks' times, host times per launch and wrong counts are gathered through the
@@ -66,6 +67,31 @@ def per_iter_block(per_process: list[list[float]], skip: int) -> dict:
     return block
 
 
+def with_spread(rows: list[dict]) -> list[dict]:
+    """-N > 1: each point's rows get its spread across cycles per placement (%) and `unstable` when
+    it is over stats.UNSTABLE_PCT; a number comes with its spread."""
+    by_size: dict[int, list[dict]] = {}
+    for r in rows:
+        by_size.setdefault(r["size"], []).append(r)
+    for same in by_size.values():
+        if len(same) < 2:
+            continue
+        spread = {p: stats.spread_pct(r[p].get("time", r[p].get("cpu_time")) for r in same) for p in PLACES}
+        for r in same:
+            r["spread_pct"] = spread
+            r["unstable"] = any(v is not None and v > stats.UNSTABLE_PCT for v in spread.values())
+    return rows
+
+
+def warm_up_sizes(sizes: list[int]) -> list[int]:
+    """nccl-tests' warm-up sizes: from the sweep's smallest to its largest, doubling."""
+    out, size = [], min(sizes, default=0)
+    while sizes and size <= max(sizes):
+        out.append(size)
+        size = max(size * 2, size + 1)
+    return out
+
+
 class Sweep:
     """Runs one collective's sweep on one communicator; `rows()` are this job's aggregated rows."""
 
@@ -77,6 +103,8 @@ class Sweep:
         elt = torch.empty((), dtype=self.dtype).element_size()
         layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
         self.layouts = [lay for lay in layouts if lay.send and lay.recv]  # nothing to move: no row
+        warm = [coll.layout(s, elt, job.nranks, job.rank) for s in warm_up_sizes(plan.sizes)]
+        self.warm_layouts = [lay for lay in warm if lay.send and lay.recv]
 
     def _args(self, lay: Layout) -> dict:
         return self.coll.call_args(self.plan.op, self.plan.root, self.job.rank, self.job.nranks, lay)
@@ -95,11 +123,13 @@ class Sweep:
         return lambda stream: self.comm.launch_loop(self.coll.method, views, stream=stream, **args)
 
     def _warm_up(self, send_buf, recv_buf) -> None:
-        """nccl-tests' warm-up: -w launches at the largest size, then -w at the smallest."""
+        """nccl-tests' (2.19.6) warm-up: -w launches at every size from the smallest to the largest
+        by factors of 2, each size waited for: every protocol and channel count the sweep will use
+        has set up its connections (NCCL connects lazily) before anything is timed."""
         n = self.plan.timing.warmup
         if not n:
             return
-        for lay in (self.layouts[-1], self.layouts[0]):  # sizes ascend
+        for lay in self.warm_layouts:
             self._launcher(send_buf, recv_buf, lay, False)(self.stream).run(0, n)
             self._wait()
 
@@ -165,8 +195,8 @@ class Sweep:
         everyone = self.job.store.all_gather_obj(f"bench/{self.tag}/{self.coll.name}", mine,
                                                  timeout=self.plan.timeout + 60)
         n = len(self.layouts)
-        return [self._row(cycle, lay, [e[cycle * n + i] for e in everyone])
-                for cycle in range(self.plan.cycles) for i, lay in enumerate(self.layouts)]
+        return with_spread([self._row(cycle, lay, [e[cycle * n + i] for e in everyone])
+                            for cycle in range(self.plan.cycles) for i, lay in enumerate(self.layouts)])
 
     def _row(self, cycle: int, lay: Layout, per_rank: list[dict]) -> dict:
         p, coll = self.plan, self.coll

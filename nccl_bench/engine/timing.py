@@ -24,6 +24,7 @@ iteration has no other end to time).
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
@@ -34,7 +35,7 @@ from nccl_bench.core.errors import UsageError
 @dataclass(frozen=True)
 class TimingPlan:
     iters: int = 20  # timed launches (-n)
-    warmup: int = 5  # launches at the largest and at the smallest size when a sweep starts (-w)
+    warmup: int = 5  # launches at every size (doubling) when a sweep starts (-w)
     blocking: bool = False  # -z: wait for each operation before launching the next
     graph_replays: int = 0  # -G: 0 = eager; N = capture `iters` launches, replay the graph N times
     agg: int = 1  # -m: operations per iteration
@@ -73,11 +74,17 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
     loop = make_loop(stream)
     loop.run(0, 1)  # nccl-tests' sync launch
     wait()
-    if stream is None:
-        return _cpu(loop, plan, wait)
-    if plan.graph_replays:
-        return _graph(loop, plan, wait, stream)
-    return _eager(loop, plan, wait, stream)
+    collecting = gc.isenabled()
+    gc.disable()  # no collection pause lands inside a timed loop (pyperf does the same)
+    try:
+        if stream is None:
+            return _cpu(loop, plan, wait)
+        if plan.graph_replays:
+            return _graph(loop, plan, wait, stream)
+        return _eager(loop, plan, wait, stream)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _launch_all(loop, plan: TimingPlan, sync: Callable[[], None], mark: Callable[[], None] | None = None) -> float:

@@ -8,7 +8,8 @@ The rules (the report prints them next to the tables):
   The spread of a series is the noise of its ratios from one size to the next, a robust
   estimate that a shift common to all sizes does not inflate: sigma = 1.4826 * median
   |d log ratio| / sqrt(2) over neighbouring sizes (both placements pooled). A size is
-  flagged when |log ratio| > max(log 1.03, 3 sigma).
+  flagged when |log ratio| > max(log 1.03, 3 sigma), and never when the difference is within the
+  point's own spread across its -N cycles in either run (max - min over median): that is noise.
 - init and stress latencies: ratio of medians (this / compared); the spread is the larger
   interquartile range of the two runs, relative to its median, never below 3 %; flagged when
   the medians differ by more than that.
@@ -26,7 +27,8 @@ FLOOR = 0.03  # relative: differences below 3 % are never flagged
 RULES = {
     "bench": "ratio = busbw this run / compared run per size; spread = run-to-run noise of the series' ratios "
              "from one size to the next (1.4826 x median |d log ratio| / sqrt 2, both placements pooled); "
-             f"flagged when |log ratio| > max(log {1 + FLOOR:g}, 3 x spread)",
+             f"flagged when |log ratio| > max(log {1 + FLOOR:g}, 3 x spread), and never within a point's own "
+             "spread across its -N cycles (max - min over median, either run)",
     "init": "ratio of medians per mode and phase (time: above 1 is slower); spread = the larger relative "
             f"interquartile range of the two runs, at least {FLOOR:.0%}; flagged when beyond it. Failure rates: "
             "flagged beyond 2 binomial standard errors",
@@ -53,7 +55,8 @@ def _bench_points(results) -> dict[tuple, dict]:
         for row in res.rows:
             series = series_label(series_key(res, row))
             for place in ("out_of_place", "in_place"):
-                out[(row["collective"], series, place, row["size"])] = row[place]
+                spread = (row.get("spread_pct") or {}).get(place)
+                out[(row["collective"], series, place, row["size"])] = {**row[place], "spread": spread}
     return out
 
 
@@ -87,10 +90,12 @@ def bench(new, base) -> list[dict]:
         for place, pts in places.items():
             for size, lr in pts:
                 base_v, new_v = b[(coll, series, place, size)], a[(coll, series, place, size)]
+                own = max((v for v in (new_v.get("spread"), base_v.get("spread")) if v), default=0.0)
+                point_thr = max(thr, math.log1p(own / 100))  # within a point's own -N spread: noise
                 rows.append({"collective": coll, "series": series, "place": place, "size": size,
                              "base_busbw": base_v["bus_bw"], "new_busbw": new_v["bus_bw"],
-                             "ratio": math.exp(lr), "threshold": math.expm1(thr), "sigma": sigma,
-                             "verdict": verdict(lr, thr, higher_is_better=True)})
+                             "ratio": math.exp(lr), "threshold": math.expm1(point_thr), "sigma": sigma,
+                             "spread_pct": own or None, "verdict": verdict(lr, point_thr, higher_is_better=True)})
     return rows
 
 

@@ -155,6 +155,8 @@ def median_over_cycles(rows: list[dict]) -> list[dict]:
     for same in groups.values():
         row = {k: v for k, v in same[0].items() if k not in PER_CYCLE}
         row["cycles"] = len(same)
+        if "spread_pct" not in row:  # written before bench kept the spread: from the cycles here
+            row["spread_pct"] = {p: stats.spread_pct(r[p]["time"] for r in same) for p in PLACES}
         for place in PLACES:
             wrong = [r[place].get("nwrong") for r in same]
             row[place] = {m: stats.percentile((r[place][m] for r in same), 0.5) for m in ("time", "alg_bw", "bus_bw")}

@@ -1,0 +1,152 @@
+"""From a pair matrix and a bisection to named suspects: a rank, a pair or a node, each with its evidence.
+
+Pairs are classed by what joins them (same node: NVLink, PCIe or local; across nodes: network).
+An ordered pair is slow when its bandwidth is under `fraction` x the median of its class. A rank
+is a suspect when every pair it sends on (or receives on) is slow; a node when all its ranks are
+suspects; what slow pairs remain, between ranks that are not suspects, are pair suspects.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+FAKE_NODES_ENV = "NCCL_BENCH_FAKE_NODES"  # tests only: "a,a,b,b" per rank, or "4x2" (4 nodes of 2)
+INJECT_ENV = "NCCL_BENCH_LOCATE_INJECT"  # tests only: "slow-send:R:S;slow-pair:A:B:S;corrupt:R"
+
+
+def node_names(n: int, real: list[str], env=os.environ) -> list[str]:
+    fake = env.get(FAKE_NODES_ENV, "").strip()
+    if not fake:
+        return real
+    if "x" in fake and "," not in fake:
+        nodes, per = (int(v) for v in fake.split("x"))
+        return [f"node-{chr(ord('a') + min(r // per, nodes - 1))}" for r in range(n)]
+    names = [s.strip() for s in fake.split(",")]
+    return [names[r % len(names)] for r in range(n)]
+
+
+def injections(env=os.environ) -> dict:
+    """{'slow_send': {rank: s}, 'slow_pair': {(a, b): s}, 'corrupt': {rank, ...}} from INJECT_ENV."""
+    out = {"slow_send": {}, "slow_pair": {}, "corrupt": set()}
+    for item in filter(None, (s.strip() for s in env.get(INJECT_ENV, "").split(";"))):
+        kind, *args = item.split(":")
+        if kind == "slow-send":
+            out["slow_send"][int(args[0])] = float(args[1])
+        elif kind == "slow-pair":
+            out["slow_pair"][tuple(sorted((int(args[0]), int(args[1]))))] = float(args[2])
+        elif kind == "corrupt":
+            out["corrupt"].add(int(args[0]))
+    return out
+
+
+def pair_class(a: int, b: int, nodes: list[str], local: list[int], links: dict) -> str:
+    if nodes[a] != nodes[b]:
+        return "network"
+    link = links.get(tuple(sorted((local[a], local[b]))))
+    return f"same node {link}" if link else "same node"
+
+
+def where(r: int, nodes: list[str], local: list[int]) -> str:
+    return f"rank {r} ({nodes[r]} GPU {local[r]})"
+
+
+def pair_rows(seconds: dict, lat: dict, nbytes: int, nodes: list[str], local: list[int], links: dict,
+              fraction: float) -> list[dict]:
+    rows = []
+    for (s, d), t in sorted(seconds.items()):
+        rows.append({"src": s, "dst": d, "src_node": nodes[s], "dst_node": nodes[d],
+                     "class": pair_class(s, d, nodes, local, links), "bytes": nbytes, "time_us": t * 1e6,
+                     "busbw": nbytes / t / 1e9 if t > 0 else 0.0,
+                     "lat_us": lat[(s, d)] * 1e6 if (s, d) in lat else None})
+    medians = {}
+    for c in {r["class"] for r in rows}:
+        medians[c] = statistics.median(r["busbw"] for r in rows if r["class"] == c)
+    for r in rows:
+        r["class_median"] = medians[r["class"]]
+        r["ratio"] = r["busbw"] / medians[r["class"]] if medians[r["class"]] else 1.0
+        r["slow"] = r["ratio"] < fraction
+    return rows
+
+
+def _span(rows: list[dict]) -> str:
+    lo, hi = min(r["ratio"] for r in rows), max(r["ratio"] for r in rows)
+    return f"{lo:.2f}-{hi:.2f} x" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:.2f} x"
+
+
+def from_pairs(rows: list[dict], n: int, nodes: list[str], local: list[int]) -> list[dict]:
+    out, named = [], set()
+    for r in range(n):
+        sends = [x for x in rows if x["src"] == r]
+        recvs = [x for x in rows if x["dst"] == r]
+        slow_s, slow_r = len(sends) > 1 and all(x["slow"] for x in sends), len(recvs) > 1 and all(x["slow"] for x in recvs)
+        if slow_s or slow_r:
+            how = "every pair through it" if slow_s and slow_r else "every pair it sends on" if slow_s else \
+                "every pair it receives on"
+            bad = (sends if slow_s else []) + (recvs if slow_r else [])
+            out.append({"what": "rank", "ranks": [r], "who": where(r, nodes, local),
+                        "evidence": [f"{how} {_span(bad)} its class median"]})
+            named.add(r)
+    by_node: dict[str, list[int]] = {}
+    for r, node in enumerate(nodes):
+        by_node.setdefault(node, []).append(r)
+    if len(by_node) > 1:
+        for node, ranks in by_node.items():
+            if len(ranks) > 1 and all(r in named for r in ranks):
+                keep = [s for s in out if s["ranks"][0] not in ranks]
+                ev = [e for s in out if s["ranks"][0] in ranks for e in s["evidence"]]
+                out = keep + [{"what": "node", "ranks": ranks, "who": node, "evidence": [f"all its ranks: {ev[0]}"]}]
+    pairs: dict[tuple, list[dict]] = {}
+    for x in rows:
+        if x["slow"] and x["src"] not in named and x["dst"] not in named:
+            pairs.setdefault(tuple(sorted((x["src"], x["dst"]))), []).append(x)
+    for (a, b), bad in sorted(pairs.items()):
+        dirs = "both directions" if len(bad) == 2 else f"{bad[0]['src']} -> {bad[0]['dst']}"
+        out.append({"what": "pair", "ranks": [a, b], "who": f"{where(a, nodes, local)} <-> {where(b, nodes, local)}",
+                    "evidence": [f"{dirs} {_span(bad)} the {bad[0]['class']} median; "
+                                 "their other pairs are not slow"]})
+    return out
+
+
+def add_bisection(found: list[dict], steps: list[dict], group: list[int] | None, why: str,
+                  nodes: list[str], local: list[int]) -> list[dict]:
+    """Fold the bisection's finding into the suspects: confirm one, or name what it led to."""
+    if group is None:
+        return found
+    last = steps[-1]["groups"]
+    text = f"bisection ({why}): followed to ranks {group}"
+    if len(last) == 2 and last[0]["busbw"] and last[1]["busbw"] and any(g["members"] == group for g in last):
+        slow, fast = sorted(last, key=lambda g: g["busbw"])
+        text += f" (its half {slow['busbw']:.3g} GB/s, the other {fast['busbw']:.3g})"
+    hit = [s for s in found if set(s["ranks"]) & set(group)]
+    for s in hit:
+        s["evidence"].append(text)
+    if not hit:
+        wrong = any(g["wrong"] for st in steps for g in st["groups"])
+        who = where(group[0], nodes, local) if len(group) == 1 else "ranks " + ", ".join(map(str, group))
+        found.append({"what": "rank" if len(group) == 1 else "group", "ranks": group, "who": who,
+                      "evidence": [text + ("; its all_reduce results were wrong" if wrong else "")]})
+    return found
+
+
+def gpu_check(local_rank: int, seconds: float = 0.5) -> dict:
+    """Device-local copy bandwidth of this rank's GPU (GB/s, read + write), for a suspect."""
+    import torch
+    if not torch.cuda.is_available():
+        return {"copy_GBps": None, "why": "no GPU"}
+    dev = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
+    a = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    torch.cuda.synchronize(dev)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        b.copy_(a)
+        n += 1
+        torch.cuda.synchronize(dev)
+    return {"copy_GBps": 2 * a.numel() * n / (time.perf_counter() - t0) / 1e9}
+
+
+def counter_changes(before: dict, after: dict) -> dict:
+    return {k: after[k] - before.get(k, 0) for k in after
+            if isinstance(after[k], (int, float)) and after[k] - before.get(k, 0) > 0}

@@ -1,0 +1,35 @@
+"""A plain PyTorch all_reduce loop, as users time one (issue 26's reference for --backend torch):
+one process per GPU under torchrun, init_process_group(nccl) with device_id, per size 5 warm-up
+calls, then CUDA events around N dist.all_reduce calls. Prints 'SIZE US_PER_OP' on rank 0 and
+writes them as JSON to argv[1]."""
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+out, lo, hi, factor, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+dev = torch.device("cuda", local)
+torch.cuda.set_device(dev)
+dist.init_process_group("nccl", device_id=dev)
+res, size = {}, lo
+while size <= hi:
+    x = torch.ones(max(size // 4, 1), dtype=torch.float32, device=dev)
+    for _ in range(5):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        dist.all_reduce(x)
+    end.record()
+    end.synchronize()
+    res[size] = start.elapsed_time(end) * 1e3 / iters
+    size *= factor
+if rank == 0:
+    with open(out, "w") as f:
+        json.dump(res, f)
+    print("\n".join(f"{s} {t:.2f}" for s, t in res.items()))
+dist.destroy_process_group()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 26 in one call (< 10 min on 2 x H200): numbers that do not depend on order, position or backend.
+# Every comparison alternates the tools, ours then theirs, REPS times (default 3) in this one call, and the
+# judge (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions:
+#   first   the first size of a sweep against the same size in the middle of another sweep (ours; -d int8):
+#           8 B first (-b 8) and 8 MiB first (-b 8M) against -b 2 -f 4, for six collectives
+#   p2p     gather and hypercube busbw 64 MiB..1 GiB, in and out of place, ours / nccl-tests (one process per GPU)
+#   periter all_reduce 8 B..128 KiB with -I 1 -n 100: p50 and p99 per size, ours / nccl-tests
+#   torch   --backend torch all_reduce 8 B..32 KiB per op, ours / a plain dist.all_reduce loop (plain_allreduce.py)
+# nccl-tests 2.19.6 is built here from the carried source (.nccltests, tests/gpu/nccltests.sh). JSON under $OUT.
+set -u
+source tests/gpu/env.sh
+REPS=${REPS:-3}
+NG=$(nvidia-smi -L | wc -l)
+L=$OUT/trust.log
+B="timeout 240 python3 -m nccl_bench bench --backend nccl -w 5 -c 1"
+COLLS=all_reduce,all_gather,reduce_scatter,broadcast,gather; (( NG & (NG - 1) )) || COLLS+=,hypercube
+P2P=gather; (( NG & (NG - 1) )) || P2P+=,hypercube
+bash tests/gpu/nccltests.sh >> $L 2>&1
+NTM=/tmp/nccltests/build_mpi; NT=/tmp/nccltests/build
+[ -f /tmp/nccltests/env ] && source /tmp/nccltests/env
+theirs() {  # BINARY OUT ARGS...: one process per GPU
+  local bin=$1 out=$2; shift 2
+  if [ "$NG" -gt 1 ] && [ -x $NTM/$bin ]; then timeout 120 mpiexec -n $NG $NTM/$bin -g 1 -J $out "$@"
+  elif [ -x $NT/$bin ]; then timeout 120 $NT/$bin -g $NG -J $out "$@"; else echo "no $bin built"; fi
+}
+t0=$SECONDS
+for rep in $(seq $REPS); do
+  {
+  echo "== rep $rep: first"
+  $B --collective $COLLS -d int8 -b 8 -e 8M -f 4 -n 20 --no-algo-confirm -J $OUT/first_a8_$rep.json
+  $B --collective $COLLS -d int8 -b 8M -e 8M -f 4 -n 20 --no-algo-confirm -J $OUT/first_a8m_$rep.json
+  $B --collective $COLLS -d int8 -b 2 -e 8M -f 4 -n 20 --no-algo-confirm -J $OUT/first_mid_$rep.json
+  echo "== rep $rep: p2p"
+  $B --collective $P2P -b 64M -e 1G -f 2 -n 20 --no-algo-confirm -J $OUT/p2p_ours_$rep.json
+  for c in ${P2P//,/ }; do theirs ${c}_perf $OUT/p2p_theirs_${c}_$rep.json -b 64M -e 1G -f 2 -n 20 -w 5 -c 1; done
+  echo "== rep $rep: periter"
+  $B --collective all_reduce -b 8 -e 128K -f 4 -n 100 -I 1 --no-algo-confirm -J $OUT/periter_ours_$rep.json
+  theirs all_reduce_perf $OUT/periter_theirs_$rep.json -b 8 -e 128K -f 4 -n 100 -w 5 -c 1 -I 1
+  echo "== rep $rep: torch"
+  timeout 240 python3 -m nccl_bench bench --backend torch --collective all_reduce -b 8 -e 32K -f 4 -n 20 -w 5 -c 1 \
+    --no-algo-confirm -J $OUT/torch_ours_$rep.json
+  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/plain_allreduce.py $OUT/torch_plain_$rep.json 8 32768 4 20
+  echo "== rep $rep done at $((SECONDS - t0)) s"
+  } >> $L 2>&1
+  tail -n 1 $L
+done
+echo "GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
+python3 tests/gpu/trust_judge.py $OUT $REPS | tee $OUT/trust_table.txt

@@ -1,0 +1,78 @@
+"""locate on gloo: 8 ranks on 4 fake nodes of 2; injected faults are named, and only they; the pair
+schedule is a round-robin tournament."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from helpers import one_line_error, run
+from nccl_bench.engine.pairs import tournament
+from nccl_bench.engine.halves import halves
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 16])
+def test_the_schedule_is_a_round_robin_tournament(n):
+    rounds = tournament(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    for pairs in rounds:
+        ranks = [r for p in pairs for r in p]
+        assert len(ranks) == len(set(ranks)), pairs  # no rank in two pairs of a round
+    met = [p for pairs in rounds for p in pairs]
+    assert sorted(met) == list(itertools.combinations(range(n), 2))  # each pair once: both directions once
+    assert halves(list(range(n)))[0] + halves(list(range(n)))[1] == list(range(n))
+
+
+def locate(tmp_path, inject: str, *args):
+    out = tmp_path / f"locate-{len(list(tmp_path.iterdir()))}.json"
+    proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "8", "--timeout", "30",
+                "--json", str(out), *args], timeout=240,
+               env={"NCCL_BENCH_FAKE_NODES": "4x2", "NCCL_BENCH_LOCATE_INJECT": inject})
+    doc = json.loads(out.read_text()) if out.exists() else None
+    return proc, doc
+
+
+def named(doc) -> list[tuple[str, list[int]]]:
+    return [(s["what"], s["ranks"]) for s in doc["meta"]["suspects"]]
+
+
+def test_healthy_names_nobody_and_writes_json_heatmap_junit(tmp_path):
+    proc, doc = locate(tmp_path, "", "--junit", str(tmp_path / "locate.xml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert named(doc) == [] and "locate: no suspect" in proc.stdout
+    assert len(doc["rows"]) == 8 * 7 and {r["class"] for r in doc["rows"]} == {"same node", "network"}
+    assert doc["meta"]["nodes"] == ["node-a", "node-a", "node-b", "node-b", "node-c", "node-c", "node-d", "node-d"]
+    assert len(doc["meta"]["bisection"]) == 1  # the world's all_reduce only
+    assert (tmp_path / "locate-0.png").read_bytes()[:4] == b"\x89PNG"
+    assert 'status="pass"' in (tmp_path / "locate.xml").read_text() or "failures=\"0\"" in (tmp_path / "locate.xml").read_text()
+
+
+def test_a_slow_sender_is_named_and_only_it(tmp_path):
+    proc, doc = locate(tmp_path, "slow-send:5:0.01")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert named(doc) == [("rank", [5])], proc.stdout
+    assert "SUSPECT rank 5 (node-c GPU 1): every pair it sends on" in proc.stdout
+    assert len(doc["meta"]["bisection"]) - 1 <= 2 * 3  # at most 2 * ceil(log2 8) below the world's
+
+
+def test_a_pair_slow_only_between_each_other_is_named_as_a_pair(tmp_path):
+    proc, doc = locate(tmp_path, "slow-pair:2:6:0.01")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert named(doc) == [("pair", [2, 6])], proc.stdout
+    assert "both directions" in doc["meta"]["suspects"][0]["evidence"][0]
+
+
+def test_a_corrupting_rank_is_named_by_the_bisection(tmp_path):
+    proc, doc = locate(tmp_path, "corrupt:3")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert named(doc) == [("rank", [3])], proc.stdout
+    steps = doc["meta"]["bisection"]
+    assert [g["members"] for g in steps[-1]["groups"]] == [[2], [3]] and len(steps) - 1 <= 2 * 3
+
+
+@pytest.mark.parametrize("args, says", [(["--fraction", "1.5"], "--fraction must be between 0 and 1"),
+                                        (["--size", "0"], "--size"), (["--iters", "0"], "--iters must be >= 1")])
+def test_bad_input_is_one_line_and_exit_2(args, says):
+    err = one_line_error(run(["-m", "nccl_bench", "locate", "--backend", "gloo", *args], timeout=60))
+    assert says in err, err
