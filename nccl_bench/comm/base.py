@@ -141,13 +141,6 @@ def own_copies(moves, rank: int, send: torch.Tensor, recv: torch.Tensor) -> list
             for s, r in zip(sends, recvs)]
 
 
-def without_in_place_copies(moves, rank: int, send: torch.Tensor, recv: torch.Tensor) -> list:
-    """The round less its copies onto themselves (in place), for a library that copies to its own rank."""
-    same = {id(m) for s, r, src, dst in own_copies(moves, rank, send, recv) if src.data_ptr() == dst.data_ptr()
-            for m in (s, r)}
-    return [m for m in moves if id(m) not in same]
-
-
 def split_round(moves, rank: int, send: torch.Tensor, recv: torch.Tensor):
     """(local copies as (source, destination) views, remote moves) of one round; a copy onto itself
     (in place) is dropped."""

@@ -137,6 +137,24 @@ def _event_record() -> int:
     return _EVENT_RECORD[0]
 
 
+_MEMCPY: list = []
+
+
+def memcpy_async():
+    """The CUDA driver's cuMemcpyAsync(dst, src, bytes, stream) as a ctypes function (its address:
+    memcpy_address()): a local copy on the copy engine, as nccl-tests' cudaMemcpyAsync."""
+    if not _MEMCPY:
+        fn = ctypes.CDLL("libcuda.so.1").cuMemcpyAsync
+        fn.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        _MEMCPY.append(fn)
+    return _MEMCPY[0]
+
+
+def memcpy_address() -> int:
+    return ctypes.cast(memcpy_async(), ctypes.c_void_p).value
+
+
 class CompiledLoop:
     """`steps` iterations' calls, each a list of (function pointer, integer args), run in C."""
 

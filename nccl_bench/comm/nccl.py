@@ -17,7 +17,7 @@ import torch
 
 from nccl_bench.comm import launchloop
 from nccl_bench.comm.bootstrap import exchange_for
-from nccl_bench.comm.base import Communicator, InitPlan, without_in_place_copies
+from nccl_bench.comm.base import Communicator, InitPlan, own_copies
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
@@ -57,6 +57,12 @@ def error_name(nb, exc) -> str:
 _SYMBOLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce_scatter": "ncclReduceScatter",
             "broadcast": "ncclBroadcast", "reduce": "ncclReduce", "allto_all": "ncclAlltoAll", "send": "ncclSend",
             "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd"}
+
+
+def _copy(dst: int, src: int, nbytes: int, stream: int) -> None:
+    rc = launchloop.memcpy_async()(dst, src, nbytes, stream)
+    if rc:
+        raise CommError("exchange", "cuMemcpyAsync failed", f"CUresult {rc}")
 
 
 class _CheckedLoop:
@@ -225,11 +231,15 @@ class NcclCommunicator(Communicator):
 
     def _round_calls(self, rounds, send, recv, sp, rp, dt, comm, st) -> list:
         """Point-to-point rounds as NCCL calls: each round one group of ncclSend/ncclRecv. A copy to
-        itself stays a send and a receive to its own rank (NCCL copies locally; nccl-tests uses
-        cudaMemcpyAsync), left out in place where source and destination are one."""
+        its own rank is a copy-engine copy before the round's group, as nccl-tests' cudaMemcpyAsync
+        (NCCL's own send to self runs on a few SMs: 0.8 x at 64 MiB and up), left out in place
+        where source and destination are one."""
         esz, base, out = send.element_size(), {"send": sp, "recv": rp}, []
         for moves in rounds:
-            moves = without_in_place_copies(moves, self.rank, send, recv)
+            for s, r, src, dst in own_copies(moves, self.rank, send, recv):
+                if src.data_ptr() != dst.data_ptr():
+                    out.append(("copy", (dst.data_ptr(), src.data_ptr(), dst.numel() * esz, st)))
+            moves = [m for m in moves if m.peer != self.rank]
             if moves:
                 out += [("group_start", ())] + [
                     ("send", (base[m.buf] + m.at * esz, m.length, dt, m.peer, comm, st)) if m.op == "send"
@@ -243,9 +253,9 @@ class NcclCommunicator(Communicator):
         and is polled until it settles before the next one, as NCCL requires."""
         nb = self.nb
         calls = self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds)
-        bound = [(getattr(nb, name), args) for name, args in calls]
+        bound = [(_copy if name == "copy" else getattr(nb, name), args) for name, args in calls]
         if not self.blocking:
-            settles = [name not in ("group_start", "send", "recv") for name, _ in calls]
+            settles = [name not in ("group_start", "send", "recv", "copy") for name, _ in calls]
 
             def launch():
                 for (fn, args), settle in zip(bound, settles):
@@ -293,6 +303,11 @@ class NcclCommunicator(Communicator):
         """The address of the NCCL function that nccl4py's binding `binding` calls, in the libnccl it
         loaded (0 when nccl4py does not show it); looked up once per communicator."""
         ptrs = self.__dict__.setdefault("_fn_ptrs", {})
+        if binding == "copy" and binding not in ptrs:
+            try:
+                ptrs[binding] = launchloop.memcpy_address()
+            except (OSError, AttributeError):
+                ptrs[binding] = 0
         if binding not in ptrs:
             from nccl.bindings._internal import nccl as loaded
             symbol, ptrs[binding] = _SYMBOLS[binding], 0

@@ -164,8 +164,10 @@ class TorchCommunicator(Communicator):
             if val:
                 os.environ[var] = val
         os.environ["TORCH_NCCL_RANKS_PER_ROOT"] = str(_ranks_per_root(plan))
-        # Nonblocking init, so PyTorch itself gives up at the deadline instead of hanging.
-        os.environ["TORCH_NCCL_USE_COMM_NONBLOCKING"] = "1"
+        # Nonblocking init, so PyTorch itself gives up at the deadline instead of hanging; bench asks for
+        # PyTorch's default, blocking, as its users run it: a nonblocking communicator makes PyTorch
+        # poll NCCL after every collective (3-6 x a plain dist.all_reduce loop per op on 2 x H200).
+        os.environ["TORCH_NCCL_USE_COMM_NONBLOCKING"] = "0" if plan.blocking else "1"
         os.environ["TORCH_NCCL_NONBLOCKING_TIMEOUT"] = str(max(1, math.ceil(deadline.remaining())))
         t0 = time.perf_counter()
         with _Watchdog(self, deadline, "init") as wd:
@@ -243,39 +245,45 @@ class TorchCommunicator(Communicator):
             recv.copy_(send)
         return recv
 
+    def _issued(self, *works) -> None:
+        """As dist.X(async_op=False) does: the current stream waits for each collective (no host wait),
+        so events on it time the collective itself, as a plain loop's do; wait() still bounds them."""
+        for w in works:
+            w.wait()
+            self._works.append(w)
+
     def all_reduce(self, send, recv, op):
-        self._works.append(dist.all_reduce(self._prep(send, recv), op=_OPS[op], async_op=True))
+        self._issued(dist.all_reduce(self._prep(send, recv), op=_OPS[op], async_op=True))
 
     def all_gather(self, send, recv):
-        self._works.append(dist.all_gather_into_tensor(recv, send, async_op=True))
+        self._issued(dist.all_gather_into_tensor(recv, send, async_op=True))
 
     def reduce_scatter(self, send, recv, op):
-        self._works.append(dist.reduce_scatter_tensor(recv, send, op=_OPS[op], async_op=True))
+        self._issued(dist.reduce_scatter_tensor(recv, send, op=_OPS[op], async_op=True))
 
     def broadcast(self, send, recv, root):
         t = self._prep(send, recv) if self.rank == root else recv
-        self._works.append(dist.broadcast(t, src=root, async_op=True))
+        self._issued(dist.broadcast(t, src=root, async_op=True))
 
     def reduce(self, send, recv, op, root):
         t = self._prep(send, recv)
-        self._works.append(dist.reduce(t, dst=root, op=_OPS[op], async_op=True))
+        self._issued(dist.reduce(t, dst=root, op=_OPS[op], async_op=True))
 
     def alltoall(self, send, recv):
         src = send.clone() if send.data_ptr() == recv.data_ptr() else send
-        self._works.append(dist.all_to_all_single(recv, src, async_op=True))
+        self._issued(dist.all_to_all_single(recv, src, async_op=True))
 
     def sendrecv(self, send, recv, to, frm):
         src = send.clone() if send.data_ptr() == recv.data_ptr() else send
         ops = [dist.P2POp(dist.isend, src, to), dist.P2POp(dist.irecv, recv, frm)]
-        self._works.extend(dist.batch_isend_irecv(ops))
+        self._issued(*dist.batch_isend_irecv(ops))
 
     def exchange(self, send, recv, rounds):
         for copies, moves, last in round_views(send, recv, rounds, self.rank):
             for src, dst in copies:
                 dst.copy_(src)
             ops = [dist.P2POp(dist.isend if op == "send" else dist.irecv, view, peer) for op, peer, view in moves]
-            works = dist.batch_isend_irecv(ops) if ops else []
-            self._works.extend(works)
+            self._issued(*(dist.batch_isend_irecv(ops) if ops else []))
             if not last:  # the next round may forward what this one receives: wait, bounded, errors mapped
                 self.wait(Deadline(EXCHANGE_ROUND_S), "exchange")
 
