@@ -155,6 +155,14 @@ def memcpy_address() -> int:
     return ctypes.cast(memcpy_async(), ctypes.c_void_p).value
 
 
+def memcpy(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """One local copy on `stream` (the Python loop's; the compiled loop calls memcpy_address())."""
+    rc = memcpy_async()(dst, src, nbytes, stream)
+    if rc:
+        from nccl_bench.core.errors import CommError
+        raise CommError("exchange", "cuMemcpyAsync failed", f"CUresult {rc}")
+
+
 class CompiledLoop:
     """`steps` iterations' calls, each a list of (function pointer, integer args), run in C."""
 

@@ -59,12 +59,6 @@ _SYMBOLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduc
             "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd"}
 
 
-def _copy(dst: int, src: int, nbytes: int, stream: int) -> None:
-    rc = launchloop.memcpy_async()(dst, src, nbytes, stream)
-    if rc:
-        raise CommError("exchange", "cuMemcpyAsync failed", f"CUresult {rc}")
-
-
 class _CheckedLoop:
     """A compiled loop whose failures are CommErrors naming NCCL's error, like every other call."""
 
@@ -253,7 +247,7 @@ class NcclCommunicator(Communicator):
         and is polled until it settles before the next one, as NCCL requires."""
         nb = self.nb
         calls = self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds)
-        bound = [(_copy if name == "copy" else getattr(nb, name), args) for name, args in calls]
+        bound = [(launchloop.memcpy if name == "copy" else getattr(nb, name), args) for name, args in calls]
         if not self.blocking:
             settles = [name not in ("group_start", "send", "recv", "copy") for name, _ in calls]
 

@@ -144,6 +144,11 @@ def run_module(argv: list[str]) -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
         if code:
             raise SystemExit(code) from None
+    finally:
+        # Done: the launcher may now hold this process until the others are (its handshake), and stops
+        # it with SIGTERM when one failed; our handlers, made for the run, must not delay that.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
