@@ -49,7 +49,7 @@ def test_healthy_names_nobody_and_writes_json_heatmap_junit(tmp_path):
 
 
 def test_a_slow_sender_is_named_and_only_it(tmp_path):
-    proc, doc = locate(tmp_path, "slow-send:5:0.01")
+    proc, doc = locate(tmp_path, "slow-send:5:0.03")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("rank", [5])], proc.stdout
     assert "SUSPECT rank 5 (node-c GPU 1): every pair it sends on" in proc.stdout
@@ -57,7 +57,7 @@ def test_a_slow_sender_is_named_and_only_it(tmp_path):
 
 
 def test_a_pair_slow_only_between_each_other_is_named_as_a_pair(tmp_path):
-    proc, doc = locate(tmp_path, "slow-pair:2:6:0.01")
+    proc, doc = locate(tmp_path, "slow-pair:2:6:0.03")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("pair", [2, 6])], proc.stdout
     assert "both directions" in doc["meta"]["suspects"][0]["evidence"][0]
