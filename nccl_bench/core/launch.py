@@ -160,6 +160,17 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     agent forwards SIGINT/SIGTERM to them and they die with it on SIGKILL. A `failures`
     list receives how each failed worker ended (rank, pid, exitcode, signal name or None).
     """
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
+    os.environ[SELF_LAUNCH_ENV] = str(os.getpid())  # set: self-launched; its value: by which launcher
+    for k, v in (env_extra or {}).items():
+        os.environ[k] = v
+    warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
+    if warm:  # ranks fork from a server that imported torch once, instead of each importing it; started
+        # now (the environment set), it imports torch while this process imports the launcher
+        import multiprocessing
+        from multiprocessing import forkserver
+        multiprocessing.set_forkserver_preload(list(PRELOAD))
+        forkserver.ensure_running()
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -167,14 +178,6 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     for name in [*logging.root.manager.loggerDict, "torch.multiprocessing.spawn"]:
         if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
-    os.environ[SELF_LAUNCH_ENV] = str(os.getpid())  # set: self-launched; its value: by which launcher
-    for k, v in (env_extra or {}).items():
-        os.environ[k] = v
-    warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
-    if warm:  # ranks fork from a server that imported torch once, instead of each importing it
-        import multiprocessing
-        multiprocessing.set_forkserver_preload(list(PRELOAD))
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nranks, run_id=str(uuid.uuid4()),
         rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
@@ -199,4 +202,20 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
             return 128 + int(getattr(e, "sigval", signal.SIGTERM))
         print(f"launcher failed: {name}: {e}", file=sys.stderr)
         return EXIT_FAILED
+    finally:
+        if warm:
+            stop_helpers()
     return 0
+
+
+def stop_helpers() -> None:
+    """Reap the forkserver and multiprocessing's resource tracker now (each would notice our exit
+    only after it, and outlive us for a moment)."""
+    from multiprocessing import forkserver, resource_tracker
+    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(helper, "_stop", None)
+        if stop is not None:
+            try:
+                stop()
+            except (OSError, ChildProcessError):
+                pass
