@@ -57,7 +57,7 @@ kill)
   kill -9 $pid; wait $pid 2>/dev/null
   before=$(grep -c '"type":"round"' "$OUT/kill.jsonl")
   for _ in $(seq 100); do  # workers die with their launcher (PR_SET_PDEATHSIG; ranks fork from a forkserver)
-    left=$(( $(pgrep -f "$OUT/kill.jsonl" | grep -c .) + $(pgrep -f "multiprocessing.forkserver" | grep -c .) ))
+    left=$(( $(pgrep -f "$OUT/kill.jsonl" | grep -c .) + $(pgrep -f "from multiprocessing.forkserver import main" | grep -c .) ))
     [ "$left" = 0 ] && [ "$(gpu_procs)" = 0 ] && break; sleep 0.2
   done
   echo "killed after $before journaled rounds; workers left: $left; GPU processes: $(gpu_procs)"
