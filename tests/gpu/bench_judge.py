@@ -11,7 +11,6 @@ sizes and every miss.
 from __future__ import annotations
 
 import csv
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -25,8 +24,14 @@ PLACES = (("out_of_place", "oop"), ("in_place", "ip"))
 
 
 def ours(out: Path, name: str) -> list[dict]:
-    p = out / name
-    return readers.load(str(p)).rows if p.exists() else []
+    """Our rows of `name`; where the script alternated the tools (out/repK/name), each point's median
+    over the repetitions."""
+    reps = sorted(out.glob(f"rep*/{name}"))
+    if not reps:
+        p = out / name
+        return readers.load(str(p)).rows if p.exists() else []
+    rows = [{**r, "cycle": k} for k, p in enumerate(reps) for r in readers.load(str(p)).rows]
+    return readers.median_over_cycles(rows)
 
 
 def nccl_tests(log: Path, layout: str) -> dict[tuple, dict]:
