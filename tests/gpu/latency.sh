@@ -5,8 +5,8 @@
 #   all_reduce Ring and Tree 8 B..64 KiB; all_gather reduce_scatter broadcast sendrecv at 8 B and 1 KiB;
 #   all_reduce -G 20 8 B..64 KiB; nccl-tests' -C 1 host time per launch beside our host_us.
 # Ours twice: through the compiled loop, and through the Python loop (NCCL_BENCH_LAUNCH=python).
-# Ours then nccl-tests, REPS (default 3) times in the call, each repetition under $OUT/repK; the judge
-# (tests/gpu/latency_judge.py) takes each point's median over repetitions, then the ratio; its table comes last.
+# Ours then nccl-tests, REPS (default 3) times in the call (ours under $OUT/repK, theirs appended to one log);
+# the judge (tests/gpu/latency_judge.py) takes each point's median over repetitions, then the ratio; table last.
 set -u
 source tests/gpu/env.sh
 N="-n 20 -w 5 -c 1 -N 3"
@@ -42,8 +42,8 @@ for rep in $(seq ${REPS:-3}); do
     for c in all_gather reduce_scatter broadcast sendrecv; do nt "$c default" ${c}_perf -b 8 -e 1K -f 128 $N; done
     nt "all_reduce graph" all_reduce_perf -b 8 -e 64K -f 2 $N -G 20
     nt "all_reduce cputime" all_reduce_perf -b 8 -e 64K -f 2 $N -C 1
-  } > $OUT/nccltests.log 2>&1
+  } >> $ALL/nccltests.log 2>&1
 done
 OUT=$ALL
 grep -hE "^== |^exit|FAILED|Traceback|rror" $OUT/rep*/latency.log | sort | uniq -c | head -30
-python3 tests/gpu/latency_judge.py $OUT/rep* | tee $OUT/latency_table.txt
+python3 tests/gpu/latency_judge.py $OUT | tee $OUT/latency_table.txt

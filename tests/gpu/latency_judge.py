@@ -1,15 +1,14 @@
 """Judge a tests/gpu/latency.sh run: our small-message times against nccl-tests of the same call.
 
-usage: python3 tests/gpu/latency_judge.py REP_DIR...   (latency.sh's $OUT/rep1 $OUT/rep2 ...)
-Every point is the median of its -N cycles on both sides, then the median over the repetitions, which
-alternated ours and nccl-tests in one call (so the machine's drift lands on both). Targets (issue 16): eager time
+usage: python3 tests/gpu/latency_judge.py OUT_DIR
+Every point is the median of its cycles and repetitions on both sides (latency.sh alternates ours and
+nccl-tests: ours in OUT_DIR/repK/, theirs' sections repeated in one log; bench_judge reads both so). Targets (issue 16): eager time
 <= 1.10 x nccl-tests; -G time <= nccl-tests' + 0.5 us. Prints one row per collective, series and
 size: ours (compiled loop), ours (Python loop), nccl-tests, the ratio, our host us per launch and
 nccl-tests' -C 1 cpu time where it ran.
 """
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -19,28 +18,15 @@ from bench_judge import nccl_tests, ours  # noqa: E402
 RUNS = {"allreduce": "eager", "others": "eager", "graph": "graph"}
 
 
-def median_of(points: list[dict]) -> dict:
-    """One point from its repetitions: the median of every number, nested dicts included."""
-    first = points[0]
-    if isinstance(first, dict):
-        return {k: median_of([p[k] for p in points if isinstance(p, dict) and k in p]) for k in first}
-    nums = [p for p in points if isinstance(p, (int, float)) and not isinstance(p, bool)]
-    return statistics.median(nums) if nums and len(nums) == len(points) else first
-
-
-def main(outs: list[Path]) -> int:
-    reps = [nccl_tests(out / "nccltests.log", "mpi") for out in outs]
-    theirs = {k: median_of([r[k] for r in reps if k in r]) for k in set().union(*reps)}
+def main(out: Path) -> int:
+    theirs = nccl_tests(out / "nccltests.log", "mpi")
     cpu = {k[2]: v["oop_us"] for k, v in theirs.items() if k[:2] == ("all_reduce", "cputime")}
     mine = {tag: {} for tag in ("c", "py")}
     for tag in mine:
-        got: dict[tuple, list] = {}
-        for out in outs:
-            for run, kind in RUNS.items():
-                for r in ours(out, f"lat_{tag}_{run}.json"):
-                    series = "graph" if kind == "graph" else r["algo"] if r["collective"] == "all_reduce" else "default"
-                    got.setdefault((r["collective"], series, r["size"]), []).append(r)
-        mine[tag] = {k: median_of(v) for k, v in got.items()}
+        for run, kind in RUNS.items():
+            for r in ours(out, f"lat_{tag}_{run}.json"):
+                series = "graph" if kind == "graph" else r["algo"] if r["collective"] == "all_reduce" else "default"
+                mine[tag][(r["collective"], series, r["size"])] = r
     print(f"{'collective':15s} {'series':8s} {'size':>6s} {'ours':>7s} {'py':>7s} {'nccl-t':>7s} {'ratio':>6s}"
           f" {'host':>6s} {'nt -C':>6s}  verdict   (oop us, medians of cycles)")
     misses = judged = wrong = 0
@@ -59,10 +45,10 @@ def main(outs: list[Path]) -> int:
               f"{(f'{v / ref:6.3f}' if ref else '     -')} {f(host)[1:]} "
               f"{f(cpu.get(size) if key[:2] == ('all_reduce', 'ring') else None)[1:]}  "
               f"{ {True: 'ok', False: 'MISS', None: 'n/a'}[ok]}")
-    print(f"medians over {len(outs)} repetition(s); wrong values: {wrong}; targets missed: {misses} of {judged}"
+    print(f"wrong values: {wrong}; targets missed: {misses} of {judged}"
           + ("" if theirs else "; nccl-tests did not run in this call"))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main([Path(a) for a in sys.argv[1:]]))
+    sys.exit(main(Path(sys.argv[1])))
