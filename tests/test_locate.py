@@ -76,3 +76,17 @@ def test_a_corrupting_rank_is_named_by_the_bisection(tmp_path):
 def test_bad_input_is_one_line_and_exit_2(args, says):
     err = one_line_error(run(["-m", "nccl_bench", "locate", "--backend", "gloo", *args], timeout=60))
     assert says in err, err
+
+
+def test_accept_locate_runs_locate_when_accept_fails(tmp_path):
+    from nccl_bench.health.profiles import BUILTIN_DIR
+    profile = json.loads((BUILTIN_DIR / "gloo-cpu.json").read_text())
+    for floor in profile["busbw_min_GBps"]:
+        floor["min"] = 1e6  # no machine meets it: accept fails, and locate follows the world's all_reduce
+    path = tmp_path / "impossible.json"
+    path.write_text(json.dumps({**profile, "name": "impossible"}))
+    proc = run(["-m", "nccl_bench", "accept", "--backend", "gloo", "--profile", str(path), "--init-rounds", "2",
+                "--stress-rounds", "2", "--locate"], timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "accept FAIL against profile impossible" in proc.stdout and "accept: locate ..." in proc.stdout
+    assert "SUSPECT ranks 0, 1: bisection (world all_reduce" in proc.stdout and "< profile floor 1e+06" in proc.stdout

@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
         prof = profiles.choose(o.profile, o.job.backend, profiles.detected_gpu_names())
         floors = [f for f in prof.busbw if f.collective == "all_reduce"]
         if floors:
-            o.floor_GBps = min(floors, key=lambda f: abs(f.bytes - o.nbytes)).min
+            o.floor_GBps = min(floors, key=lambda f: abs(f.bytes - o.nbytes)).min_GBps
     return run_job(["-m", "nccl_bench", "locate", *argv], o.job, worker(o), result=o.json)
 
 
