@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from nccl_bench.core import results, sysinfo
+from nccl_bench.core import launch, results, sysinfo
 from nccl_bench.comm import scenario
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
@@ -56,23 +56,34 @@ def store_lost(e: Exception, rank: int, phase: str) -> StoreLost | None:
 
 
 class Stop:
-    """SIGTERM (the launcher stopping the group, e.g. because a rank died): finish the round in
-    flight, journal it, and end with a verdict instead of dying mid-line."""
+    """SIGTERM (the launcher stopping the group, e.g. because a rank died) or Ctrl-C: finish the round
+    in flight, journal it, and end with a verdict instead of dying mid-line. Ranks learn of the signal
+    at different moments, so each round's records carry it and every rank stops after the same round."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self) -> None:
         self.since: float | None = None
+        self.signum: int | None = None
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on)
+            for sig in self.SIGNALS:
+                signal.signal(sig, self._on)
 
     def _on(self, signum, frame) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
+        if self.since is None:  # a Ctrl-C reaches each rank twice (the terminal, then the launcher)
+            self.since, self.signum = time.monotonic(), signum
+            launch.note_stop(signum)
 
     @property
     def requested(self) -> bool:
         return self.since is not None
+
+    @property
+    def reason(self) -> str:
+        name = signal.Signals(self.signum).name if self.signum else "a signal"
+        return f"{name} (the launcher or the user is stopping the job)"
 
 
 def gather(job, seq: int, rec: dict, timeout: float, everyone: peers.Peers, stop: Stop,
@@ -244,6 +255,8 @@ class Run:
         rec = absent(job, plan) if "missing-rank" in faults else run_round(
             job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify,
             self.behind.reaper if self.behind else None)
+        if self.stop.requested:
+            rec["stop"] = self.stop.reason
         try:
             records, missing, dead = gather(job, seq, rec, self.gather_timeout, self.everyone, self.stop,
                                             opts.job.timeout + 2.0)
@@ -307,6 +320,9 @@ class Run:
                       flush=True)
                 self.writer.close()
                 return EXIT_FAILED
+            self.progress.clear()
+            print(f"stress: stopped after {cut['mode']} round {cut['after_round']} ({cut['reason']}); "
+                  f"--resume goes on from the journal", flush=True)
         return self.finish(base, self.shown)
 
     def rounds(self, todo: list[tuple[int, str, int]]) -> dict | None:
@@ -333,8 +349,9 @@ class Run:
                 break
             if (row["verdict"] != "ok" or self.stop_now) and opts.on_failure == "stop":
                 break
-            if self.stop.requested:  # the launcher is ending the group: this round is journaled, stop
-                cut = {"reason": "SIGTERM (the launcher is stopping the job)", "mode": mode, "after_round": r}
+            asked = [rec.get("stop") for rec in row.get("ranks") or [] if rec and rec.get("stop")]
+            if asked:  # a rank was told to stop before this round's records met: every rank stops here
+                cut = {"reason": asked[0], "mode": mode, "after_round": r}
                 break
         return cut
 

@@ -123,6 +123,17 @@ def die_with_parent() -> None:
 START_ENV = "NCCL_BENCH_RANK_START"
 PRELOAD = ("torch", "torch.distributed", "numpy", "nccl_bench.comm.base", "nccl_bench.job.store")
 
+_stop_noted: int | None = None
+
+
+def note_stop(signum: int) -> None:
+    """A rank's signal handler that lets the run finish first calls this: once the module returns,
+    the rank ends by that signal after all. A forked rank that returns normally hands its result to
+    the launcher and waits for it to be read, which a launcher that is itself stopping never does (it
+    gives up after 30 s); a rank ended by the signal is reaped at once."""
+    global _stop_noted
+    _stop_noted = signum
+
 
 def run_module(argv: list[str]) -> None:
     """A rank forked from the warm server runs `python -m MODULE ARGS...` here, as a new process
@@ -149,6 +160,13 @@ def run_module(argv: list[str]) -> None:
         # it with SIGTERM when one failed; our handlers, made for the run, must not delay that.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if _stop_noted is not None:  # asked to stop and done: end as the signal would have, lines flushed
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os.kill(os.getpid(), _stop_noted)
 
 
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
@@ -165,6 +183,11 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     for k, v in (env_extra or {}).items():
         os.environ[k] = v
     warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
+    # multiprocessing's resource tracker outlives a launcher killed with SIGKILL and then warns, on the
+    # terminal, of the semaphores it cleans up (the ranks' queues): a library's line, not ours.
+    quiet = "ignore:resource_tracker:UserWarning"
+    if quiet not in os.environ.get("PYTHONWARNINGS", ""):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
     if warm:  # ranks fork from a server that imported torch once, instead of each importing it; started
         # now (the environment set), it imports torch while this process imports the launcher
         import multiprocessing

@@ -86,7 +86,8 @@ def guarded(fn: Callable[[], int]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if os.environ.get(launch.SELF_LAUNCH_ENV, str(os.getpid())) == str(os.getpid()):
+            print("interrupted", file=sys.stderr)  # said by the launcher, not once more by each rank
         return 130
     except (CommError, BarrierTimeout) as e:
         print(f"failed: {e}", file=sys.stderr)

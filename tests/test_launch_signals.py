@@ -1,0 +1,72 @@
+"""How a self-launched stress run ends when it is told to: SIGKILL of the launcher, Ctrl-C (SIGINT to
+the whole process group, as a terminal sends it) and SIGTERM to the launcher (as `kill` or a scheduler
+sends it). Each ends within seconds with the shell's code for that signal, leaves no process behind,
+and (SIGINT, SIGTERM) leaves a journal that says the run was stopped rather than one cut mid-line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from helpers import REPO, TOKEN_VAR, assert_no_survivors
+
+ARGS = ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--rounds", "100000", "--skew-max", "0.01",
+        "--timeout", "10"]
+
+
+def default_sigint() -> None:
+    """Ctrl-C as in a terminal: a shell's background job (or a CI runner) may start us with SIGINT
+    ignored, which every child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def journal_records(path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -9), (signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGKILL", "SIGINT", "SIGTERM"])
+def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
+    token, journal = uuid.uuid4().hex, tmp_path / "j.jsonl"
+    proc = subprocess.Popen([sys.executable, *ARGS, "--journal", str(journal)], cwd=REPO,
+                            env={**os.environ, TOKEN_VAR: token}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_sigint)
+    try:
+        deadline = time.monotonic() + 60
+        while sum(r.get("type") == "round" for r in journal_records(journal)) < 5:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == code, (proc.returncode, out[-2000:], err[-2000:])
+    assert took < 5, f"{sig.name} took {took:.1f} s to end the run"
+    assert "Traceback" not in err and "resource_tracker" not in err, err  # no library's lines
+    assert_no_survivors(token)
+    types = [r.get("type") for r in journal_records(journal)]
+    if sig != signal.SIGKILL:
+        assert types[-2:] == ["stopped", "end"], types[-5:]  # why it ended, then the summary
+        said = [line for line in (out + err).splitlines() if "stopped" in line or "interrupted" in line]
+        assert len(said) == 1 and sig.name in said[0], said  # said once, naming the signal
