@@ -186,12 +186,22 @@ class CompiledLoop:
             event.record(stream)  # torch makes the CUDA event at its first record
         return _event_record(), (event.cuda_event, stream.cuda_stream)
 
+    @staticmethod
+    def hook(call: Call):
+        """A hook made ready for run() ahead of time (a C array), so nothing is converted between a
+        timed loop's sync launch and its first launch; hooks() does the same for a list of marks."""
+        return _calls([call])
+
+    @staticmethod
+    def hooks(calls: Sequence[Call]):
+        return _calls(list(calls)) if calls else None
+
     def run(self, first: int, n: int, before: Call | None = None, after: Call | None = None,
             marks: Sequence[Call] | None = None, mark_every: int = 1) -> float:
-        one = lambda c: _calls([c]) if c else None  # noqa: E731
-        rc = self._run(self._calls, self._per_iter, self._steps, first, n, one(before), one(after),
-                       _calls(marks) if marks else None, mark_every, ctypes.byref(self._failed),
-                       ctypes.byref(self._ns))
+        ready = lambda c: c if c is None or isinstance(c, ctypes.Array) else _calls([c])  # noqa: E731
+        marks = marks if marks is None or isinstance(marks, ctypes.Array) else self.hooks(marks)
+        rc = self._run(self._calls, self._per_iter, self._steps, first, n, ready(before), ready(after),
+                       marks, mark_every, ctypes.byref(self._failed), ctypes.byref(self._ns))
         if rc != 0:
             raise LoopError(rc, self._failed.value)
         return self._ns.value / 1e9
@@ -208,6 +218,14 @@ class PythonLoop:
     @staticmethod
     def record(event, stream) -> Callable[[], None]:
         return lambda: event.record(stream)
+
+    @staticmethod
+    def hook(call: Callable[[], None]) -> Callable[[], None]:
+        return call
+
+    @staticmethod
+    def hooks(calls: Sequence[Callable[[], None]]):
+        return list(calls)
 
     def run(self, first: int, n: int, before: Callable[[], None] | None = None,
             after: Callable[[], None] | None = None, marks: Sequence[Callable[[], None]] | None = None,

@@ -72,6 +72,10 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
     `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
     """
     loop = make_loop(stream)
+    # The events (and their hooks) are made before the sync launch: the GPU and the host come out of the
+    # wait straight into the loop, as nccl-tests' do (made after it, -I's first iteration ran 1.5-2 x
+    # theirs on one H200 and set p99).
+    events = _Events(loop, plan, stream) if stream is not None and not plan.graph_replays else None
     loop.run(0, 1)  # nccl-tests' sync launch
     wait()
     collecting = gc.isenabled()
@@ -81,7 +85,7 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
             return _cpu(loop, plan, wait)
         if plan.graph_replays:
             return _graph(loop, plan, wait, stream)
-        return _eager(loop, plan, wait, stream)
+        return _eager(loop, plan, wait, stream, events)
     finally:
         if collecting:
             gc.enable()
@@ -120,13 +124,22 @@ def _cpu(loop, plan: TimingPlan, wait) -> Timing:
     return Timing(elapsed / plan.ops, host / plan.ops, per_iter)
 
 
-def _eager(loop, plan: TimingPlan, wait, stream) -> Timing:
-    import torch
-    event = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
-    start, end = event(), event()
-    # -I: one event per iteration, made before the loop, recorded after each iteration on the same
-    # stream (recording is all the loop pays)
-    marks = [start] + ([event() for _ in range(plan.iters)] if plan.per_iter else [])
+class _Events:
+    """CUDA events around the loop (and after each iteration with -I), each made by a first record
+    (torch makes the CUDA event then), with the loop's hooks that record them again from C."""
+
+    def __init__(self, loop, plan: TimingPlan, stream):
+        import torch
+        self.start, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        self.marks = [self.start] + ([torch.cuda.Event(enable_timing=True) for _ in range(plan.iters)]
+                                     if plan.per_iter else [])
+        if not plan.blocking:
+            self.before, self.after = (loop.hook(loop.record(e, stream)) for e in (self.start, self.end))
+            self.hooks = loop.hooks([loop.record(m, stream) for m in self.marks[1:]])
+
+
+def _eager(loop, plan: TimingPlan, wait, stream, ev: _Events) -> Timing:
+    start, end, marks = ev.start, ev.end, ev.marks
     if plan.blocking:  # -z: each launch waited for, from here
         recorded = iter(marks[1:])
         start.record(stream)
@@ -134,8 +147,7 @@ def _eager(loop, plan: TimingPlan, wait, stream) -> Timing:
                            (lambda: next(recorded).record(stream)) if plan.per_iter else None)
         end.record(stream)
     else:  # the loop records the events itself, right around its launches
-        host = loop.run(0, plan.ops, before=loop.record(start, stream), after=loop.record(end, stream),
-                        marks=[loop.record(m, stream) for m in marks[1:]], mark_every=plan.agg)
+        host = loop.run(0, plan.ops, before=ev.before, after=ev.after, marks=ev.hooks, mark_every=plan.agg)
     wait()
     end.synchronize()
     per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None

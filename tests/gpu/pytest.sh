@@ -10,5 +10,5 @@ if [ -d .whl/pytest ] && [ ! -d /tmp/pytest-site ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/pytest-site .whl/pytest/*.whl
 fi
 export PYTHONPATH=/tmp/pytest-site:$PYTHONPATH
-timeout 500 python3 -m pytest -m gpu tests/test_gpu.py -v -rs -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -n 25
+timeout 500 python3 -m pytest -n 0 -m gpu tests/test_gpu.py -v -rs -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -n 25
 echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv

@@ -6,12 +6,15 @@
 #           8 B first (-b 8) and 8 MiB first (-b 8M) against -b 2 -f 4, for six collectives
 #   p2p     gather and hypercube busbw 64 MiB..1 GiB, in and out of place, ours / nccl-tests (one process per GPU)
 #   periter all_reduce 8 B..128 KiB with -I 1 -n 100: p50 and p99 per size, ours / nccl-tests
-#   torch   --backend torch all_reduce 8 B..32 KiB per op, ours / a plain dist.all_reduce loop (plain_allreduce.py)
+#   torch   --backend torch all_reduce 8 B..32 KiB per op, ours / a plain dist.all_reduce loop (plain_allreduce.py),
+#           in place (dist.all_reduce(x)) and out of place (y.copy_(x); dist.all_reduce(y)); and the two in one
+#           process, alternated per size (torchcost.py): a VM's per-process drift (up to 2 x) cancels there
+#   checks  (not timed, once) the torch backend: every collective with its values checked, and a short stress
 # nccl-tests 2.19.6 is built here from the carried source (.nccltests, tests/gpu/nccltests.sh). JSON under $OUT.
 set -u
 source tests/gpu/env.sh
 REPS=${REPS:-3}
-PARTS=${PARTS:-first p2p periter torch}  # a subset: PARTS="p2p torch"
+PARTS=${PARTS:-first p2p periter torch checks}  # a subset: PARTS="p2p torch"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 NG=$(nvidia-smi -L | wc -l)
 L=$OUT/trust.log
@@ -42,11 +45,23 @@ for rep in $(seq $REPS); do
   if has torch; then echo "== rep $rep: torch"
   timeout 240 python3 -m nccl_bench bench --backend torch --collective all_reduce -b 8 -e 32K -f 4 -n 20 -w 5 -c 1 \
     --no-algo-confirm -J $OUT/torch_ours_$rep.json
-  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/plain_allreduce.py $OUT/torch_plain_$rep.json 8 32768 4 20; fi
+  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/plain_allreduce.py $OUT/torch_plain_$rep.json 8 32768 4 20
+  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/torchcost.py $OUT/torch_inproc_$rep.json 5; fi
   echo "== rep $rep done at $((SECONDS - t0)) s"
   } >> $L 2>&1
   tail -n 1 $L
 done
+if has checks; then
+  { echo "== checks: torch backend, every collective, values checked"
+    timeout 240 python3 -m nccl_bench bench --backend torch --collective all -b 8 -e 64M -f 16 -n 5 -w 2 -c 1 \
+      --no-algo-confirm -J $OUT/checks_torch_all.json; echo "exit $?"
+    echo "== checks: stress --backend torch"
+    timeout 240 python3 -m stress --backend torch --rounds 30 --journal $OUT/checks_stress_torch.jsonl; echo "exit $?"
+  } >> $L 2>&1
+  grep -E "^== checks|^exit" $L | tail -n 4
+fi
 echo "GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
 python3 tests/gpu/trust_judge.py $OUT $REPS | tee $OUT/trust_table.txt
-(cd $OUT && tar czf trust_results.tgz *.json trust.log 2>/dev/null)  # one file: what comes back is counted in files
+# What comes back from the device is counted in files: everything in one archive, beside the table.
+tar czf /tmp/trust_results.tgz -C $OUT . && find $OUT -mindepth 1 ! -name trust_table.txt -delete \
+  && mv /tmp/trust_results.tgz $OUT/
