@@ -85,3 +85,23 @@ def test_no_compiler_is_one_line(tmp_path, monkeypatch):
         launchloop.build()
     assert "failed" in str(e.value) and "\n" not in str(e.value)
     assert list(tmp_path.iterdir()) == []  # no half-written library left behind
+
+
+@needs_compiled
+def test_hooks_made_ahead_run_as_hooks_made_in_the_call():
+    # timing makes its hooks before the sync launch (C arrays, or the callables themselves): the loop,
+    # and the nccl backend's checked loop around it, take them as they are
+    from nccl_bench.comm.nccl import _CheckedLoop
+    seen = []
+    cb, ptr = recorder(seen)
+    for loop in (CompiledLoop([[(ptr, (0,))], [(ptr, (1,))]]),
+                 _CheckedLoop(CompiledLoop([[(ptr, (0,))], [(ptr, (1,))]]), None, "all_reduce")):
+        seen.clear()
+        loop.run(0, 4, before=loop.hook((ptr, (10,))), after=loop.hook((ptr, (11,))),
+                 marks=loop.hooks([(ptr, (20,)), (ptr, (21,))]), mark_every=2)
+        assert [a[0] for a in seen] == [10, 0, 1, 20, 0, 1, 21, 11]
+    seen.clear()
+    py = PythonLoop([lambda k=k: seen.append((k,)) for k in range(2)])
+    py.run(0, 2, before=py.hook(lambda: seen.append((10,))), after=py.hook(lambda: seen.append((11,))),
+           marks=py.hooks([lambda: seen.append((20,))]), mark_every=2)
+    assert [a[0] for a in seen] == [10, 0, 1, 20, 11]
