@@ -25,7 +25,7 @@ EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (b
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
 _PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),
-                 "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm"), "exchange": ("rounds",)}
+                 "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm"), "exchange": ("rounds", "native")}
 
 
 class Communicator(ABC):
@@ -80,9 +80,10 @@ class Communicator(ABC):
     def sendrecv(self, send: torch.Tensor, recv: torch.Tensor, to: int, frm: int) -> None: ...
 
     @abstractmethod
-    def exchange(self, send: torch.Tensor, recv: torch.Tensor, rounds: tuple) -> None:
+    def exchange(self, send: torch.Tensor, recv: torch.Tensor, rounds: tuple, native: tuple | None = None) -> None:
         """Point-to-point rounds (collectives.Move tuples), each one group, in order: what nccl-tests
-        runs for gather, scatter, alltoallv and hypercube."""
+        runs for gather, scatter, alltoallv and hypercube. `native` (name, root), where given, is the
+        library's single call for the same (ncclGather, ncclScatter), for a backend that has it."""
 
     @abstractmethod
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
@@ -96,14 +97,14 @@ class Communicator(ABC):
 
     def prepare(self, collective: str, send: torch.Tensor, recv: torch.Tensor, op: str | None = None,
                 root: int | None = None, to: int | None = None, frm: int | None = None,
-                stream=None, rounds: tuple | None = None) -> Callable[[], None]:
+                stream=None, rounds: tuple | None = None, native: tuple | None = None) -> Callable[[], None]:
         """A zero-argument launcher of one collective on fixed buffers, for timing loops.
 
         This default calls the method above each time (the stream is the caller's current
         one); a backend may resolve pointers, counts and the stream once instead.
         """
         method = getattr(self, collective)
-        extra = {"op": op, "root": root, "to": to, "frm": frm, "rounds": rounds}
+        extra = {"op": op, "root": root, "to": to, "frm": frm, "rounds": rounds, "native": native}
         kw = {k: v for k, v in extra.items() if k in _PREPARE_ARGS[collective]}
         return lambda: method(send, recv, **kw)
 

@@ -56,7 +56,9 @@ def error_name(nb, exc) -> str:
 # nccl4py binding -> the NCCL function it calls (the compiled loop calls that function itself)
 _SYMBOLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce_scatter": "ncclReduceScatter",
             "broadcast": "ncclBroadcast", "reduce": "ncclReduce", "allto_all": "ncclAlltoAll", "send": "ncclSend",
-            "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd"}
+            "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd", "gather": "ncclGather",
+            "scatter": "ncclScatter"}
+NATIVE_SINCE = 22800  # ncclGather and ncclScatter: NCCL 2.28
 
 
 class _CheckedLoop:
@@ -192,8 +194,8 @@ class NcclCommunicator(Communicator):
     def sendrecv(self, send, recv, to, frm):
         self.prepare("sendrecv", send, recv, to=to, frm=frm)()
 
-    def exchange(self, send, recv, rounds):
-        self.prepare("exchange", send, recv, rounds=rounds)()
+    def exchange(self, send, recv, rounds, native=None):
+        self.prepare("exchange", send, recv, rounds=rounds, native=native)()
 
     def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
         """ncclMemAlloc'd memory, as nccl-tests (>= 2.19) allocates its buffers: cuMem-backed, so NCCL
@@ -202,7 +204,7 @@ class NcclCommunicator(Communicator):
         return empty(numel, dtype=dtype, device=self.device).zero_()
 
     def _calls(self, collective, send, recv, comm, op=None, root=None, to=None, frm=None, stream=None,
-               rounds=None):
+               rounds=None, native=None):
         """One launch as NCCL calls: [(nccl4py binding name, args)], resolved once (pointers,
         counts, dtype, op, stream); `comm` is the binding's Comm, or its address for C."""
         from nccl.core.buffer import NcclBuffer
@@ -210,6 +212,9 @@ class NcclCommunicator(Communicator):
         s, r = NcclBuffer(send), NcclBuffer(recv)
         sp, rp, dt, sc, rc = s.ptr, r.ptr, int(s.dtype), int(s.count), int(r.count)
         red = int(self._op(op)) if op is not None else 0
+        if collective == "exchange" and native and int(self.nb.get_version()) >= NATIVE_SINCE:
+            name, at = native  # as nccl-tests 2.19.6 calls them: count = the per-rank chunk
+            return [(name, (sp, rp, sc if name == "gather" else rc, dt, at, comm, st))]
         if collective == "exchange":
             return self._round_calls(rounds, send, recv, sp, rp, dt, comm, st)
         return {
@@ -241,12 +246,13 @@ class NcclCommunicator(Communicator):
                     ("group_end", ())]
         return out
 
-    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None):
+    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None,
+                native=None):
         """Each launch is one raw binding call per NCCL call (no per-call argument resolution). On a
         nonblocking communicator each call that stands alone or ends a group may return 'in progress'
         and is polled until it settles before the next one, as NCCL requires."""
         nb = self.nb
-        calls = self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds)
+        calls = self._calls(collective, send, recv, self.comm._comm, op, root, to, frm, stream, rounds, native)
         bound = [(launchloop.memcpy if name == "copy" else getattr(nb, name), args) for name, args in calls]
         if not self.blocking:
             settles = [name not in ("group_start", "send", "recv", "copy") for name, _ in calls]

@@ -242,7 +242,8 @@ class TorchCommunicator(Communicator):
         self.created = False
 
     # --- collectives ---------------------------------------------------------------------------
-    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None):
+    def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None,
+                native=None):
         """The timing loop's launcher: the call a user writes, bound once, with nothing of ours between
         launches (no method, no lookup); in place only, where PyTorch's call is the whole collective."""
         is_root = root is not None and self.rank == root
@@ -257,7 +258,7 @@ class TorchCommunicator(Communicator):
         if collective == "reduce" and send is recv:
             return functools.partial(dist.reduce, recv, dst=root, op=_OPS[op])
         return super().prepare(collective, send, recv, op=op, root=root, to=to, frm=frm, stream=stream,
-                               rounds=rounds)
+                               rounds=rounds, native=native)
 
     def _prep(self, send, recv):
         if send is not recv:
@@ -298,7 +299,7 @@ class TorchCommunicator(Communicator):
         ops = [dist.P2POp(dist.isend, src, to), dist.P2POp(dist.irecv, recv, frm)]
         self._issued(*dist.batch_isend_irecv(ops))
 
-    def exchange(self, send, recv, rounds):
+    def exchange(self, send, recv, rounds, native=None):  # PyTorch has no tensor gather/scatter: the rounds
         for copies, moves, last in round_views(send, recv, rounds, self.rank):
             for src, dst in copies:
                 dst.copy_(src)

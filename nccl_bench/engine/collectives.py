@@ -78,6 +78,9 @@ class Collective:
     # Collectives NCCL has no single call for (as nccl-tests runs them): the point-to-point rounds
     # of one launch, (layout, rank, nranks, root) -> Rounds; launched by Communicator.exchange.
     rounds: Callable[[Layout, int, int, int], Rounds] | None = None
+    # The single NCCL call (NCCL >= 2.28: ncclGather, ncclScatter) nccl-tests 2.19.6 makes instead of
+    # the rounds where the library has it; a backend that has the call makes it, the others run the rounds.
+    native: str | None = None
     power_of_two: bool = False  # runs only on a power-of-two number of ranks
 
     @property
@@ -95,7 +98,10 @@ class Collective:
         """Keyword arguments of Communicator.prepare() beyond the buffers (`lay`: the size's layout,
         needed by point-to-point rounds)."""
         if self.rounds:
-            return {"rounds": self.rounds(lay, rank, nranks, root)}
+            args = {"rounds": self.rounds(lay, rank, nranks, root)}
+            if self.native:
+                args["native"] = (self.native, root)
+            return args
         args = {}
         if self.reduces:
             args["op"] = op
@@ -275,10 +281,10 @@ def _alltoallv_segments(lay, r, n, root) -> list[Segment]:
 
 register(Collective(
     "gather", None, _gather_like, lambda lay, r, n, root: _gathered(lay, r, n, root) if r == root else [],
-    chunked_factor, rooted=True, rounds=_gather_rounds))
+    chunked_factor, rooted=True, rounds=_gather_rounds, native="gather"))
 register(Collective(
     "scatter", None, _scatter_like, lambda lay, r, n, root: [Segment(0, lay.count, root, r * lay.count)],
-    chunked_factor, rooted=True, rounds=_scatter_rounds))
+    chunked_factor, rooted=True, rounds=_scatter_rounds, native="scatter"))
 # In place, sends and receives share the one buffer at different offsets: timed, not checked (nccl-tests)
 register(Collective(
     "alltoallv", None, _alltoallv_layout, _alltoallv_segments, chunked_factor, in_place_checked=False,

@@ -9,7 +9,8 @@
 #   torch   --backend torch all_reduce 8 B..32 KiB per op, ours / a plain dist.all_reduce loop (plain_allreduce.py),
 #           in place (dist.all_reduce(x)) and out of place (y.copy_(x); dist.all_reduce(y)); and the two in one
 #           process, alternated per size (torchcost.py): a VM's per-process drift (up to 2 x) cancels there
-#   checks  (not timed, once) the torch backend: every collective with its values checked, and a short stress
+#   checks  (not timed, once) the torch backend: every collective with its values checked, and a short stress;
+#           gather and scatter on the nccl backend, values checked
 # nccl-tests 2.19.6 is built here from the carried source (.nccltests, tests/gpu/nccltests.sh). JSON under $OUT.
 set -u
 source tests/gpu/env.sh
@@ -55,10 +56,13 @@ if has checks; then
   { echo "== checks: torch backend, every collective, values checked"
     timeout 240 python3 -m nccl_bench bench --backend torch --collective all -b 8 -e 64M -f 16 -n 5 -w 2 -c 1 \
       --no-algo-confirm -J $OUT/checks_torch_all.json; echo "exit $?"
+    echo "== checks: nccl backend, gather and scatter (ncclGather/ncclScatter from NCCL 2.28), values checked"
+    timeout 240 python3 -m nccl_bench bench --backend nccl --collective gather,scatter -b 8 -e 256M -f 32 -n 5 -w 2 \
+      -c 1 --no-algo-confirm -J $OUT/checks_nccl_gather_scatter.json; echo "exit $?"
     echo "== checks: stress --backend torch"
     timeout 240 python3 -m stress --backend torch --rounds 30 --journal $OUT/checks_stress_torch.jsonl; echo "exit $?"
   } >> $L 2>&1
-  grep -E "^== checks|^exit" $L | tail -n 4
+  grep -E "^== checks|^exit" $L | tail -n 6
 fi
 echo "GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
 python3 tests/gpu/trust_judge.py $OUT $REPS | tee $OUT/trust_table.txt
