@@ -70,3 +70,25 @@ def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
         assert types[-2:] == ["stopped", "end"], types[-5:]  # why it ended, then the summary
         said = [line for line in (out + err).splitlines() if "stopped" in line or "interrupted" in line]
         assert len(said) == 1 and sig.name in said[0], said  # said once, naming the signal
+
+
+def test_ctrl_c_of_a_bench_says_interrupted_once(tmp_path):
+    token = uuid.uuid4().hex
+    proc = subprocess.Popen([sys.executable, "-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2",
+                             "-b", "8", "-e", "64M", "-n", "200", "-J", str(tmp_path / "b.json")], cwd=REPO,
+                            env={**os.environ, TOKEN_VAR: token}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, preexec_fn=default_sigint)
+    try:
+        time.sleep(6)  # in the warm-up: every size up to 64 MiB
+        os.killpg(proc.pid, signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
+    assert took < 15, f"Ctrl-C took {took:.1f} s to end the bench"
+    assert err.strip() == "interrupted", err
+    assert_no_survivors(token)

@@ -124,6 +124,7 @@ START_ENV = "NCCL_BENCH_RANK_START"
 PRELOAD = ("torch", "torch.distributed", "numpy", "nccl_bench.comm.base", "nccl_bench.job.store")
 
 _stop_noted: int | None = None
+SHUTDOWN_GRACE_S = 10  # PyTorch's launcher waits 30 s for stopped ranks before SIGKILL
 
 
 def note_stop(signum: int) -> None:
@@ -201,10 +202,15 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     for name in [*logging.root.manager.loggerDict, "torch.multiprocessing.spawn"]:
         if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
+    extra = {}
+    if "shutdown_timeout" in getattr(LaunchConfig, "__dataclass_fields__", {}):
+        # Ctrl-C or SIGTERM: the ranks get this long to end the work in flight (stress: the round) before
+        # SIGKILL; a rank blocked inside a collective whose peer is gone never ends by itself.
+        extra["shutdown_timeout"] = int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", SHUTDOWN_GRACE_S))
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nranks, run_id=str(uuid.uuid4()),
         rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
-        monitor_interval=0.1, start_method="forkserver" if warm else "spawn", local_addr="127.0.0.1")
+        monitor_interval=0.1, start_method="forkserver" if warm else "spawn", local_addr="127.0.0.1", **extra)
     try:
         if warm:
             elastic_launch(config, run_module)(list(argv))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from datetime import timedelta
@@ -78,6 +79,9 @@ class Job:
             print(*args, **kw, flush=True)
 
 
+INTERRUPTED_LEAVE_S = 1.0
+
+
 def guarded(fn: Callable[[], int]) -> int:
     """Run an entry point: bad input is one line and exit 2; nothing else leaks a traceback."""
     try:
@@ -86,8 +90,10 @@ def guarded(fn: Callable[[], int]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        if os.environ.get(launch.SELF_LAUNCH_ENV, str(os.getpid())) == str(os.getpid()):
-            print("interrupted", file=sys.stderr)  # said by the launcher, not once more by each rank
+        # Ending anyway: a second Ctrl-C (the launcher forwards the terminal's) must not cut this short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if os.environ.get("RANK", "0") == "0":  # said once, by rank 0 (or a process no launcher started)
+            print("interrupted", file=sys.stderr)
         return 130
     except (CommError, BarrierTimeout) as e:
         print(f"failed: {e}", file=sys.stderr)
@@ -150,6 +156,8 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     code = EXIT_FAILED
     try:
         code = guarded(lambda: worker(job))
+        if code == 130:  # interrupted: another rank may be blocked in a collective with us, so do not wait
+            job.leave_timeout = INTERRUPTED_LEAVE_S  # for it; our exit closes its connections and frees it
     finally:
         leave(store, min(store_timeout, 30.0) if job.leave_timeout is None else job.leave_timeout)
     return code
