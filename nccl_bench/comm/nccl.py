@@ -10,12 +10,12 @@ returned ncclSuccess" and wrong results; shared/anchors/README.md).
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import torch
 
 from nccl_bench.comm import launchloop
+from nccl_bench.comm.ncclnames import NATIVE_SINCE, SYMBOLS, error_name, lib_error_name, load as _nccl
 from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import Communicator, InitPlan, own_copies
 from nccl_bench.core.deadline import Deadline
@@ -26,39 +26,6 @@ _POLL_S = 0.0005
 # microseconds of each other, and a timing loop that starts right after starts on every rank
 # together (sleeping polls left ranks up to _POLL_S apart, about 10 us per op at 20 iterations)
 _SPIN_S = 0.5
-
-
-def _nccl():
-    try:
-        import nccl.core as nc
-        from nccl.bindings import nccl as nb
-    except ImportError as e:
-        raise UsageError(f"the nccl backend needs nccl4py (pip install 'nccl4py[cu13]'): {e}") from None
-    return nc, nb
-
-
-def lib_error_name(nb, status) -> str:
-    try:
-        return "nccl" + nb.Result(int(status)).name
-    except Exception:
-        return f"ncclResult {status}"
-
-
-def error_name(nb, exc) -> str:
-    """The library's error name of an NCCLError (it carries the ncclResult_t as .status)."""
-    status = getattr(exc, "status", None)
-    if status is None:
-        m = re.search(r"\((\d+)\)", str(exc))
-        status = int(m.group(1)) if m else -1
-    return lib_error_name(nb, status)
-
-
-# nccl4py binding -> the NCCL function it calls (the compiled loop calls that function itself)
-_SYMBOLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce_scatter": "ncclReduceScatter",
-            "broadcast": "ncclBroadcast", "reduce": "ncclReduce", "allto_all": "ncclAlltoAll", "send": "ncclSend",
-            "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd", "gather": "ncclGather",
-            "scatter": "ncclScatter"}
-NATIVE_SINCE = 22800  # ncclGather and ncclScatter: NCCL 2.28
 
 
 class _CheckedLoop:
@@ -215,7 +182,7 @@ class NcclCommunicator(Communicator):
         if collective == "exchange" and native and int(self.nb.get_version()) >= NATIVE_SINCE:
             name, at = native  # as nccl-tests 2.19.6 calls them: count = the per-rank chunk
             return [(name, (sp, rp, sc if name == "gather" else rc, dt, at, comm, st))]
-        if collective == "exchange":
+        if collective == "exchange":  # the rounds, as nccl-tests runs them before NCCL 2.28
             return self._round_calls(rounds, send, recv, sp, rp, dt, comm, st)
         return {
             "all_reduce": lambda: [("all_reduce", (sp, rp, sc, dt, red, comm, st))],
@@ -310,7 +277,7 @@ class NcclCommunicator(Communicator):
                 ptrs[binding] = 0
         if binding not in ptrs:
             from nccl.bindings._internal import nccl as loaded
-            symbol, ptrs[binding] = _SYMBOLS[binding], 0
+            symbol, ptrs[binding] = SYMBOLS[binding], 0
             for key in ("__" + symbol, symbol):
                 try:
                     ptrs[binding] = int(loaded._inspect_function_pointer(key) or 0)
