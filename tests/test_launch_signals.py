@@ -37,17 +37,18 @@ def journal_records(path) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -9), (signal.SIGINT, 130), (signal.SIGTERM, 143)],
-                         ids=["SIGKILL", "SIGINT", "SIGTERM"])
-def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
-    token, journal = uuid.uuid4().hex, tmp_path / "j.jsonl"
-    proc = subprocess.Popen([sys.executable, *ARGS, "--journal", str(journal)], cwd=REPO,
-                            env={**os.environ, TOKEN_VAR: token}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+def start(args: list[str], token: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], cwd=REPO, env={**os.environ, TOKEN_VAR: token},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=default_sigint)
+
+
+def signal_and_wait(proc: subprocess.Popen, sig: int, ready) -> tuple[str, str, float]:
+    """Once ready() holds, send `sig` (SIGINT to the whole group, as a terminal's Ctrl-C; else to the
+    launcher only); (stdout, stderr, seconds it then took to end). The group is killed if it outlives this."""
     try:
         deadline = time.monotonic() + 60
-        while sum(r.get("type") == "round" for r in journal_records(journal)) < 5:
+        while not ready():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
             time.sleep(0.05)
         t0 = time.monotonic()
@@ -56,11 +57,20 @@ def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
         else:
             os.kill(proc.pid, sig)
         out, err = proc.communicate(timeout=30)
-        took = time.monotonic() - t0
+        return out, err, time.monotonic() - t0
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -9), (signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGKILL", "SIGINT", "SIGTERM"])
+def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
+    token, journal = uuid.uuid4().hex, tmp_path / "j.jsonl"
+    proc = start([*ARGS, "--journal", str(journal)], token)
+    out, err, took = signal_and_wait(
+        proc, sig, lambda: sum(r.get("type") == "round" for r in journal_records(journal)) >= 5)
     assert proc.returncode == code, (proc.returncode, out[-2000:], err[-2000:])
     assert took < 5, f"{sig.name} took {took:.1f} s to end the run"
     assert "Traceback" not in err and "resource_tracker" not in err, err  # no library's lines
@@ -74,20 +84,10 @@ def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
 
 def test_ctrl_c_of_a_bench_says_interrupted_once(tmp_path):
     token = uuid.uuid4().hex
-    proc = subprocess.Popen([sys.executable, "-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2",
-                             "-b", "8", "-e", "64M", "-n", "200", "-J", str(tmp_path / "b.json")], cwd=REPO,
-                            env={**os.environ, TOKEN_VAR: token}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=default_sigint)
-    try:
-        time.sleep(6)  # in the warm-up: every size up to 64 MiB
-        os.killpg(proc.pid, signal.SIGINT)
-        t0 = time.monotonic()
-        out, err = proc.communicate(timeout=30)
-        took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    proc = start(["-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2", "-b", "8", "-e", "64M",
+                  "-n", "200", "-J", str(tmp_path / "b.json")], token)
+    t_start = time.monotonic()
+    out, err, took = signal_and_wait(proc, signal.SIGINT, lambda: time.monotonic() - t_start > 6)  # in the warm-up
     assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
     assert took < 15, f"Ctrl-C took {took:.1f} s to end the bench"
     assert err.strip() == "interrupted", err

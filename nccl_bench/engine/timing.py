@@ -133,6 +133,8 @@ class _Events:
         self.start, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         self.marks = [self.start] + ([torch.cuda.Event(enable_timing=True) for _ in range(plan.iters)]
                                      if plan.per_iter else [])
+        for e in (*self.marks, self.end):  # made now, whatever loop records them later
+            e.record(stream)
         if not plan.blocking:
             self.before, self.after = (loop.hook(loop.record(e, stream)) for e in (self.start, self.end))
             self.hooks = loop.hooks([loop.record(m, stream) for m in self.marks[1:]])
