@@ -55,6 +55,12 @@ def parser() -> Parser:
                    help="restart: a new process group per round on the same store (default); same-group: "
                         "one process group, a new communicator per round on another device, as in "
                         "pytorch#178473's repro (scoped = ranks per root raised to the world size)")
+    p.add_argument("--leak-every", type=int, default=100, metavar="N",
+                   help="every rank samples RSS, fds, threads, GPU memory and NCCL shm every N rounds; the "
+                        "summary fits a slope per 1,000 rounds and says LEAK (default 100; 0: off)")
+    p.add_argument("--leak-warmup", type=int, default=None, metavar="ROUNDS",
+                   help="rounds whose samples the slope leaves out (default: a fifth of the run, at most 1000)")
+    p.add_argument("--fail-on-leak", action="store_true", help="exit 1 when the leak watch says LEAK")
     p.add_argument("--print-schedule", action="store_true", help="print the skew schedule and exit")
     add_verbose_arg(p)
     return p
@@ -71,7 +77,8 @@ def options(a) -> StressOptions:
                                                if a.summary_json else None),
                          check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject],
                          max_restarts=a.max_restarts, destroys_in_flight=a.destroys_in_flight,
-                         scenario=a.scenario)
+                         scenario=a.scenario, leak_every=a.leak_every, leak_warmup=a.leak_warmup,
+                         fail_on_leak=a.fail_on_leak)
 
 
 def journal_path(opts: StressOptions) -> Path:
@@ -92,7 +99,7 @@ def check_journal(opts: StressOptions, nranks: int, path: Path) -> None:
             raise UsageError(f"--summary-json {s}: " + ("already exists; results are never overwritten"
                                                         if s.exists() else f"folder {s.parent} does not exist"))
     if opts.resume:
-        journal.check_resumable(journal.read(path), opts.identity(nranks), path)
+        journal.check_resumable(journal.read(path, on_round=lambda row: None), opts.identity(nranks), path)
     else:
         journal.check_new(path)
 
@@ -110,8 +117,9 @@ def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> in
     failures: list[dict] = []
     code = launch_quietly(nranks, ["-m", "stress", *argv], opts.job.verbose, path,
                           max_restarts=opts.max_restarts, failures=failures)
-    # SIGTERM is the launcher's own: how it stops the others once one rank failed
-    died = [f for f in failures if f.get("signal") and f["signal"] != "SIGTERM"]
+    # SIGTERM is the launcher's own (how it stops the others once one rank failed); SIGTERM or SIGINT sent
+    # to a rank is a stop the ranks carried out (the journal says so): neither is a rank that was killed
+    died = [f for f in failures if f.get("signal") and f["signal"] not in ("SIGTERM", "SIGINT")]
     if died and Path(path).exists():
         for f in died:
             print(f"launcher: rank {f['rank']} (pid {f['pid']}) was killed by {f['signal']}", flush=True)

@@ -16,20 +16,33 @@ _OP_PHASE = {"id-exchange": "bootstrap", "init": "init", "check-ids": "init", "d
 
 
 class History:
-    """Every fingerprint published so far in this run: fingerprint -> (mode, round, root)."""
+    """The fingerprints published in the last KEEP rounds: fingerprint -> (mode, round, root). A stale
+    read comes from the round before, or a few before: older IDs are let go, so a soak's memory does
+    not grow with its rounds."""
 
-    def __init__(self) -> None:
-        self.by_fp: dict[str, tuple[str, int, int]] = {}
+    KEEP = 64  # a stale key is one init old, rarely a few: 64 rounds back is plenty
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self.by_fp: dict[str, tuple[str, int, int]] = {}  # insertion order = oldest first
+        self.keep = keep
+        self.rounds: dict[tuple[str, int], list[str]] = {}  # (mode, round) -> its fingerprints, oldest first
 
     def add(self, mode: str, round_: int, records: list[dict | None]) -> None:
+        fps = []
         for root, fp in published(records).items():
-            self.by_fp.setdefault(fp, (mode, round_, root))
+            if fp not in self.by_fp:
+                self.by_fp[fp] = (mode, round_, root)
+                fps.append(fp)
+        self.rounds[(mode, round_)] = self.rounds.get((mode, round_), []) + fps
+        while len(self.rounds) > self.keep:
+            for fp in self.rounds.pop(next(iter(self.rounds))):
+                self.by_fp.pop(fp, None)
 
     def origin(self, fp: str, mode: str) -> str:
         if fp in ("-", "?", ""):
             return "no ID at all (key missing)"
         if fp not in self.by_fp:
-            return "an earlier init not in this run"
+            return f"an earlier init not in this run's last {self.keep} rounds"
         m, r, _ = self.by_fp[fp]
         return f"round {r}" if m == mode else f"{m} round {r}"
 

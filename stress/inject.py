@@ -29,11 +29,14 @@ KINDS = {
     "stale-key": "stock keys: the root is held back until the others have read its previous ID",
     "slow-rank": "the rank sleeps the deadline + 1 s before init",
     "store-loss": "rank 0 shuts the job store's server down at the start of the round",
+    "leak": "from the round on, the rank keeps SIZE more bytes of host memory every round (leak@R:K=64K)",
 }
 LEGACY = ("wrong", "delay")
 SLOW_EXTRA_S = 1.0  # slow-rank: this much past the deadline
 CORRUPT_BIT = 23  # float32 exponent's lowest bit: the value halves or doubles, never lost in a sum
-_NEW = re.compile(r"^([a-z-]+)(?:@(\d+))?(?::(\d+))?$")
+_NEW = re.compile(r"^([a-z-]+)(?:@(\d+))?(?::(\d+))?(?:=(\d+)([KMG]?))?$")
+LEAK_DEFAULT_BYTES = 64 << 10
+_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _OLD = re.compile(r"^(wrong|delay):(\d+):(\d+)(?::([0-9.]+))?$")
 
 
@@ -45,6 +48,7 @@ class Injection:
     round: int | None = None
     rank: int | None = None
     seconds: float = 0.0  # legacy delay only
+    bytes: int = 0  # leak only: bytes kept per round
 
     @classmethod
     def parse(cls, text: str) -> "Injection":
@@ -58,14 +62,19 @@ class Injection:
         if not new or new.group(1) not in KINDS:
             raise UsageError(f"--inject: unknown fault '{text}' (KIND[@ROUND][:RANK], KIND one of "
                              f"{', '.join(KINDS)})")
-        kind, rnd, rank = new.groups()
-        return cls(kind, None if rnd is None else int(rnd), None if rank is None else int(rank))
+        kind, rnd, rank, size, scale = new.groups()
+        if size is not None and kind != "leak":
+            raise UsageError(f"--inject: '{text}': only leak takes =SIZE")
+        nbytes = (int(size) * _SCALE[scale] if size is not None else LEAK_DEFAULT_BYTES) if kind == "leak" else 0
+        if kind == "leak" and nbytes < 1:
+            raise UsageError(f"--inject: '{text}': the leak's SIZE must be >= 1 byte")
+        return cls(kind, None if rnd is None else int(rnd), None if rank is None else int(rank), bytes=nbytes)
 
     def __str__(self) -> str:
         if self.kind in LEGACY:
             return f"{self.kind}:{self.round}:{self.rank}" + (f":{self.seconds:g}" if self.kind == "delay" else "")
         return self.kind + ("" if self.round is None else f"@{self.round}") + (
-            "" if self.rank is None else f":{self.rank}")
+            "" if self.rank is None else f":{self.rank}") + (f"={self.bytes}" if self.kind == "leak" else "")
 
 
 def resolve(injections: list[Injection], rounds: int, nranks: int, backend: str, modes: list[str],
@@ -120,6 +129,19 @@ def here(injections: list[Injection], kind: str, round_: int, rank: int) -> bool
 
 def in_round(injections: list[Injection], round_: int) -> list[str]:
     return [str(i) for i in injections if i.round == round_]
+
+
+class Leak:
+    """The planted leak: memory kept, written (so that it is resident), never let go."""
+
+    def __init__(self, injections: list[Injection], rank: int):
+        self.mine = [i for i in injections if i.kind == "leak" and i.rank == rank]
+        self.kept: list[bytes] = []
+
+    def round(self, round_: int) -> None:
+        for i in self.mine:
+            if round_ >= i.round:
+                self.kept.append(b"\x01" * i.bytes)
 
 
 def die() -> None:

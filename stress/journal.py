@@ -14,6 +14,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core import results
@@ -28,12 +29,14 @@ def default_path() -> Path:
 
 @dataclass
 class Contents:
-    """What a journal holds: its header and its complete round lines, in order."""
+    """What a journal holds: its header, its round lines in order (unless they were handed to a
+    callback as they were read), and its other lines."""
 
     header: dict
     rounds: list[dict] = field(default_factory=list)
+    count: int = 0  # complete round lines, kept or not
     torn: int = 0  # lines that did not parse (a round cut by a kill)
-    notes: list[dict] = field(default_factory=list)  # resume, baseline, end, launcher lines
+    notes: list[dict] = field(default_factory=list)  # resume, baseline, stopped, end, launcher lines
     ended: bool = False  # an `end` line after the last resume: the run finished
 
     def restarts(self) -> list[dict]:
@@ -44,36 +47,49 @@ class Contents:
         return {(r["mode"], r["round"]) for r in self.rounds}
 
 
-def read(path: str | Path) -> Contents:
-    """Parse a journal or raise UsageError saying why it cannot be continued."""
+def read(path: str | Path, on_round: Callable[[dict], None] | None = None) -> Contents:
+    """Parse a journal line by line, or raise UsageError saying why it cannot be continued. With
+    `on_round`, each round line goes to it and is not kept: a soak's journal is read in O(1) memory."""
     p = Path(path)
     try:
-        text = p.read_text()
+        f = open(p, encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"--resume: journal {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--resume: cannot read journal {p}: {getattr(e, 'strerror', None) or e}") from None
-    lines = text.splitlines()
-    try:
-        header = json.loads(lines[0]) if lines else None
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("schema") != SCHEMA or header.get("type") != "header":
-        raise UsageError(f"--resume: {p} is not a stress journal (no '{SCHEMA}' header on its first line)")
-    out = Contents(header)
-    for line in lines[1:]:
+    except OSError as e:
+        raise UsageError(f"--resume: cannot read journal {p}: {e.strerror or e}") from None
+    with f:
         try:
-            row = json.loads(line)
-        except ValueError:
-            out.torn += 1
-            continue
-        if isinstance(row, dict) and row.get("type") == "round":
-            out.rounds.append(row)
-        elif isinstance(row, dict):
-            out.notes.append(row)
-            if row.get("type") in ("resume", "end"):
-                out.ended = row["type"] == "end"
+            first = f.readline()
+            header = json.loads(first) if first else None
+        except (ValueError, UnicodeDecodeError):
+            header = None
+        if not isinstance(header, dict) or header.get("schema") != SCHEMA or header.get("type") != "header":
+            raise UsageError(f"--resume: {p} is not a stress journal (no '{SCHEMA}' header on its first line)")
+        out = Contents(header)
+        try:
+            for line in f:
+                _take(out, line, on_round)
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--resume: cannot read journal {p}: {getattr(e, 'strerror', None) or e}") from None
     return out
+
+
+def _take(out: Contents, line: str, on_round) -> None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        out.torn += 1
+        return
+    if isinstance(row, dict) and row.get("type") == "round":
+        out.count += 1
+        if on_round is None:
+            out.rounds.append(row)
+        else:
+            on_round(row)
+    elif isinstance(row, dict):
+        out.notes.append(row)
+        if row.get("type") in ("resume", "end"):
+            out.ended = row["type"] == "end"
 
 
 def check_new(path: str | Path) -> None:

@@ -47,6 +47,9 @@ class StressOptions:
     # None: DESTROYS_IN_FLIGHT, or 0 on torch
     destroys_in_flight: int | None = None
     scenario: str = "restart"  # restart | same-group (nccl_bench.comm.scenario)
+    leak_every: int = 100  # rounds between resource samples on every rank (0: no leak watch)
+    leak_warmup: int | None = None  # rounds whose samples are left out; None: a fifth of the run, <= 1,000
+    fail_on_leak: bool = False  # a LEAK verdict makes the run exit 1
 
     def __post_init__(self):
         if self.rounds < 1:
@@ -72,6 +75,12 @@ class StressOptions:
             raise UsageError(f"--max-restarts must be >= 0, got {self.max_restarts}")
         if self.baseline < 0:
             raise UsageError(f"--baseline must be >= 0 cycles, got {self.baseline}")
+        if self.leak_every < 0:
+            raise UsageError(f"--leak-every must be >= 0 rounds (0: no leak watch), got {self.leak_every}")
+        if self.leak_warmup is not None and self.leak_warmup < 0:
+            raise UsageError(f"--leak-warmup must be >= 0 rounds, got {self.leak_warmup}")
+        if self.fail_on_leak and not self.leak_every:
+            raise UsageError("--fail-on-leak needs the leak watch: --leak-every N with N >= 1")
         if self.destroys_in_flight is None:
             self.destroys_in_flight = 0 if self.job.backend == "torch" else DESTROYS_IN_FLIGHT
         if self.destroys_in_flight < 0:
@@ -90,7 +99,7 @@ class StressOptions:
                 "timeout": job.timeout, "collective": self.collective, "bytes": self.bytes,
                 "check_ids": self.check_ids, "inject": [str(i) for i in self.inject], "scenario": self.scenario,
                 "rounds": self.rounds, "on_failure": self.on_failure,
-                "destroys_in_flight": self.destroys_in_flight}
+                "destroys_in_flight": self.destroys_in_flight, "leak_every": self.leak_every}
 
     def as_dict(self) -> dict:
         d = asdict(self)

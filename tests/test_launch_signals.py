@@ -1,7 +1,8 @@
-"""How a self-launched stress run ends when it is told to: SIGKILL of the launcher, Ctrl-C (SIGINT to
-the whole process group, as a terminal sends it) and SIGTERM to the launcher (as `kill` or a scheduler
-sends it). Each ends within seconds with the shell's code for that signal, leaves no process behind,
-and (SIGINT, SIGTERM) leaves a journal that says the run was stopped rather than one cut mid-line.
+"""How a self-launched stress run ends when it is told to: SIGKILL of the launcher; SIGINT and SIGTERM
+to the whole process group (a terminal's Ctrl-C; `timeout`, Slurm's scancel, systemd), to the launcher
+alone (`kill`) and to one rank alone. Each ends within seconds with the shell's code for that signal,
+leaves no process behind, and (SIGINT, SIGTERM) leaves a journal that says the run was stopped, then
+its summary, rather than one cut mid-line.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -43,17 +45,38 @@ def start(args: list[str], token: str) -> subprocess.Popen:
                             preexec_fn=default_sigint)
 
 
-def signal_and_wait(proc: subprocess.Popen, sig: int, ready) -> tuple[str, str, float]:
-    """Once ready() holds, send `sig` (SIGINT to the whole group, as a terminal's Ctrl-C; else to the
-    launcher only); (stdout, stderr, seconds it then took to end). The group is killed if it outlives this."""
+def rank_pids(token: str) -> list[int]:
+    """The ranks: processes of this run forked by the forkserver (whose parent is the launcher)."""
+    from helpers import survivors
+    mine = set(survivors(token))
+    parent = {}
+    for pid in mine:
+        try:
+            parent[pid] = int((Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return sorted(p for p, pp in parent.items() if pp in mine and parent.get(pp) in mine)
+
+
+def signal_and_wait(proc: subprocess.Popen, sig: int, ready, to: str = "default",
+                    token: str = "") -> tuple[str, str, float]:
+    """Once ready() holds, send `sig` to `to`: "group" (every process of the run), "launcher", "rank"
+    (the last rank alone) or "default" (SIGINT to the group, as a terminal's Ctrl-C; else the launcher);
+    (stdout, stderr, seconds it then took to end). The group is killed if it outlives this."""
     try:
         deadline = time.monotonic() + 60
         while not ready():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
             time.sleep(0.05)
+        if to == "default":
+            to = "group" if sig == signal.SIGINT else "launcher"
+        target = rank_pids(token)[-1:] if to == "rank" else []
+        assert to != "rank" or target, "no rank found"
         t0 = time.monotonic()
-        if sig == signal.SIGINT:
+        if to == "group":
             os.killpg(proc.pid, sig)
+        elif to == "rank":
+            os.kill(target[0], sig)
         else:
             os.kill(proc.pid, sig)
         out, err = proc.communicate(timeout=30)
@@ -80,6 +103,27 @@ def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
         assert types[-2:] == ["stopped", "end"], types[-5:]  # why it ended, then the summary
         said = [line for line in (out + err).splitlines() if "stopped" in line or "interrupted" in line]
         assert len(said) == 1 and sig.name in said[0], said  # said once, naming the signal
+
+
+@pytest.mark.parametrize("sig, code, to", [(signal.SIGTERM, 143, "group"), (signal.SIGTERM, 143, "rank"),
+                                           (signal.SIGINT, 130, "launcher"), (signal.SIGINT, 130, "rank")],
+                         ids=["SIGTERM-group", "SIGTERM-rank", "SIGINT-launcher", "SIGINT-rank"])
+def test_every_stop_signal_anywhere_ends_with_the_stop_line_and_the_summary(tmp_path, sig, code, to):
+    """`timeout -s TERM` and scancel signal the whole group (the forkserver included); `kill` of one rank
+    or of the launcher: the same clean stop in every case."""
+    token, journal = uuid.uuid4().hex, tmp_path / "j.jsonl"
+    proc = start([*ARGS, "--journal", str(journal)], token)
+    out, err, took = signal_and_wait(
+        proc, sig, lambda: sum(r.get("type") == "round" for r in journal_records(journal)) >= 5, to, token)
+    assert proc.returncode == code, (proc.returncode, out[-2000:], err[-2000:])
+    assert took < 5, f"{sig.name} to the {to} took {took:.1f} s to end the run"
+    assert "Traceback" not in err, err
+    assert_no_survivors(token)
+    types = [r.get("type") for r in journal_records(journal)]
+    assert types[-2:] == ["stopped", "end"], types[-5:]
+    assert list(tmp_path.glob("j-summary*.json")), "no summary written"
+    said = [line for line in (out + err).splitlines() if "stopped" in line]
+    assert len(said) == 1 and sig.name in said[0], (out, err)
 
 
 def test_ctrl_c_of_a_bench_says_interrupted_once(tmp_path):

@@ -93,12 +93,17 @@ class IdExchange:
     published_root: int = -1  # root number this rank published for, or -1
     published: str = ""  # fingerprint of the ID this rank published
     seconds: float = 0.0
+    namespace: str = ""  # the store prefix of `keys`
+
+    def store_key(self) -> str | None:
+        """The full key this rank published under, or None (not a root)."""
+        return f"{self.namespace}/{self.keys[self.published_root]}" if self.published_root >= 0 else None
 
     def evidence(self) -> dict:
         return {"mode": self.mode, "counter": self.counter, "rank": self.rank,
                 "keys": self.keys, "fingerprints": self.fingerprints,
                 "published_root": self.published_root, "published": self.published,
-                "exchange_s": self.seconds}
+                "exchange_s": self.seconds, "namespace": self.namespace}
 
 
 def exchange_ids(store, namespace: str, mode: str, rank: int, nranks: int, ranks_per_root: int,
@@ -110,7 +115,7 @@ def exchange_ids(store, namespace: str, mode: str, rank: int, nranks: int, ranks
     full = [f"{namespace}/{k}" for k in keys]
     me = 0 if (mode == "regular" and rank == 0) else (
         -1 if mode == "regular" else root_index(rank, nranks, nroots))
-    ex = IdExchange(mode, counter, rank, nroots, keys, published_root=me)
+    ex = IdExchange(mode, counter, rank, nroots, keys, published_root=me, namespace=namespace)
     if me >= 0:
         uid = new_id()
         store.set(full[me], uid)

@@ -36,6 +36,8 @@ class GlooCommunicator(Communicator):
         self.pg = None
         self._work: list = []
         self._after: list = []  # host-side fix-ups run once the work completed
+        self._store = None
+        self._key: str | None = None  # the address gloo's rendezvous published for this rank
 
     @staticmethod
     def new_id() -> bytes:
@@ -50,6 +52,7 @@ class GlooCommunicator(Communicator):
         t0 = time.perf_counter()
         prefix = f"gloo/{id_prefix(self.ids_used.ids)}"
         store = dist.PrefixStore(prefix, plan.store.raw)
+        self._store, self._key = plan.store.raw, f"{prefix}/0/{plan.rank}"
         try:
             self.pg = dist.ProcessGroupGloo(store, plan.rank, plan.nranks,
                                             timedelta(seconds=max(deadline.remaining(), 0.001)))
@@ -63,6 +66,17 @@ class GlooCommunicator(Communicator):
     def destroy(self) -> None:
         self.pg = None
         self.created = False
+        self._forget_key()
+
+    def _forget_key(self) -> None:
+        """Delete this rank's rendezvous address: once the communicator ends no peer needs it, and a
+        soak's store would otherwise keep one key per rank per init."""
+        if self._key is not None:
+            try:
+                self._store.delete_key(self._key)
+            except Exception:
+                pass  # the store is gone
+            self._key = self._store = None
 
     def abort(self) -> None:
         if self.pg is not None:
@@ -74,6 +88,7 @@ class GlooCommunicator(Communicator):
         self._work.clear()
         self._after.clear()
         self.created = False
+        self._forget_key()
 
     # --- collectives ----------------------------------------------------------------
     def _prep(self, send, recv):

@@ -6,12 +6,12 @@ Reaper the teardown still follows that rule but runs in the background (nccl_ben
 from __future__ import annotations
 
 import contextlib
-import statistics
 import time
 from typing import TYPE_CHECKING
 
 from nccl_bench.comm import InitPlan, new_communicator
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.streaming import Quantiles
 from nccl_bench.comm.reaper import NCCL_PROXY_POLL_MS, teardown
 
 if TYPE_CHECKING:  # the interface needs torch; the backend imports it when it is created
@@ -46,12 +46,17 @@ def communicator(backend: str, plan: InitPlan, deadline: Deadline, on_close=None
             on_close(comm, ok, seconds)
 
 
-def destroy_note(backend: str, seconds: list[float]) -> str | None:
+def destroy_note(backend: str, seconds: list[float] | Quantiles) -> str | None:
     """One line on what destroy cost, and on NCCL backends why it cannot be much cheaper."""
-    if not seconds:
+    if not isinstance(seconds, Quantiles):
+        folded = Quantiles()
+        for s in seconds:
+            folded.add(s)
+        seconds = folded
+    if not seconds.n:
         return None
-    med = statistics.median(seconds) * 1e3
-    line = f"destroy: median {med:.1f} ms, max {max(seconds) * 1e3:.1f} ms over {len(seconds)} teardowns"
+    med = seconds.quantile(0.5) * 1e3
+    line = f"destroy: median {med:.1f} ms, max {seconds.max * 1e3:.1f} ms over {seconds.n} teardowns"
     if backend in ("nccl", "torch"):
         line += (f"; ncclCommDestroy joins NCCL's proxy threads, which poll with a {NCCL_PROXY_POLL_MS} ms "
                  f"timeout (NCCL src/proxy.cc), so a destroy takes about {NCCL_PROXY_POLL_MS} ms at least")

@@ -51,6 +51,12 @@ def parser() -> Parser:
     p.add_argument("--json", default=None, help="result file (default results/runs/init-<machine>-<time>.json)")
     p.add_argument("--simulate-ranks", type=int, default=None,
                    help="run the scale model with N simulated ranks instead (CPU, this process)")
+    p.add_argument("--leak-check", type=int, default=None, metavar="N",
+                   help="a bare loop of N inits (init, one all_reduce, destroy) sampling RSS, fds, threads, GPU "
+                        "memory and NCCL shm every --leak-every inits: the slope per 1,000 inits, LEAK or not")
+    p.add_argument("--leak-every", type=int, default=100, metavar="K", help="--leak-check: inits between samples")
+    p.add_argument("--leak-warmup", type=int, default=None, metavar="N",
+                   help="--leak-check: inits whose samples are left out (default a fifth, at most 1000)")
     p.add_argument("--read-budget", type=int, default=None,
                    help="scale model: key reads performed per init; above it readers are sampled "
                         "(default 262144)")
@@ -238,6 +244,47 @@ def worker(opts: InitBenchOptions):
     return run
 
 
+def leak_worker(opts: JobOptions, check, json_path: str | None):
+    """`--leak-check N`: the bare loop on every rank, judged on rank 0 (exit 1 on a LEAK or a failed init)."""
+    from nccl_bench.engine import leakloop
+    from nccl_bench.health.leaks import FLOORS, LeakWatch, human
+
+    def run(job: Job) -> int:
+        job.say(f"leak check: {opts.backend} x{job.nranks}, {check.inits} inits of {check.mode} (init, one "
+                f"all_reduce, destroy; serial), a sample every {check.every}, warm-up {check.warmup} inits")
+        trends, counts = leakloop.loop(job, opts.backend, opts.ranks_per_root, opts.timeout, check,
+                                       progress=lambda i: job.say(f"  {i}/{check.inits} inits"))
+        got = leakloop.gathered(job, trends, counts, opts.timeout + 60)
+        if got is None:
+            return 0
+        watch = LeakWatch(check.warmup, opts.backend)
+        watch.trends, per_rank = got
+        findings = watch.findings()
+        seconds = max(c["seconds"] for c in per_rank)
+        failed = sum(c["failed"] for c in per_rank)
+        print(f"{check.inits} inits in {seconds:.1f} s ({check.inits / seconds:.1f} inits/s), {failed} failed "
+              "on some rank", flush=True)
+        body = [(f["rank"], f["resource"], f["samples"],
+                 "-" if f["slope_per_1000"] is None else human(f["slope_per_1000"], FLOORS[f["resource"]][1]),
+                 "-" if f["interval_per_1000"] is None else " .. ".join(
+                     human(v, FLOORS[f["resource"]][1]) for v in f["interval_per_1000"]), f["verdict"])
+                for f in findings]
+        print(tabulate(body, headers=["rank", "resource", "samples", "slope /1000 inits", "99% interval", "verdict"],
+                       tablefmt="simple", disable_numparse=True), flush=True)
+        print(watch.summary_line(findings), flush=True)
+        for line in watch.leak_lines(findings):
+            print(line, flush=True)
+        meta = sysinfo.collect(opts.backend)
+        meta["params"] = {"command": "init --leak-check", "inits": check.inits, "every": check.every,
+                          "warmup": check.warmup, "mode": check.mode, "nranks": job.nranks, "per_rank": per_rank,
+                          "loop": "init, one all_reduce of 1 float, destroy; one communicator at a time"}
+        path = results.write("leakcheck", findings, meta, json_path)
+        print(f"results: {path}", flush=True)
+        leaked = any(f["verdict"] == "LEAK" for f in findings)
+        return EXIT_FAILED if leaked or failed else 0
+    return run
+
+
 def simulate_options(a):
     """The scale model's options from the same command line; job-only flags are refused."""
     from nccl_bench.engine.simulate import SimulateOptions
@@ -260,6 +307,12 @@ def main(argv: list[str]) -> int:
         raise UsageError("--read-budget belongs to the scale model (--simulate-ranks)")
     if a.ranks_per_root is None:
         a.ranks_per_root = DEFAULT_RANKS_PER_ROOT
+    if a.leak_check is not None:
+        from nccl_bench.engine.leakloop import LeakCheckOptions
+        job = job_options(a, allow_all=True)
+        check = LeakCheckOptions(a.leak_check, a.leak_every, a.leak_warmup, mode=job.init[0])
+        results.check_writable(a.json)
+        return run_job(["-m", "nccl_bench", "init", *argv], job, leak_worker(job, check, a.json), result=a.json)
     opts = InitBenchOptions(job=job_options(a, allow_all=True),
                             rounds=DEFAULT_ROUNDS if a.rounds is None else a.rounds,
                             warmup=1 if a.warmup is None else a.warmup,

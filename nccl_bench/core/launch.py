@@ -121,7 +121,8 @@ def die_with_parent() -> None:
 # How local ranks start: "forkserver" (default) forks each from a server process that imported
 # PRELOAD once; "exec" starts `python argv...` afresh per rank, as torchrun does.
 START_ENV = "NCCL_BENCH_RANK_START"
-PRELOAD = ("torch", "torch.distributed", "numpy", "nccl_bench.comm.base", "nccl_bench.job.store")
+PRELOAD = ("nccl_bench.core.serverside", "torch", "torch.distributed", "numpy", "nccl_bench.comm.base",
+           "nccl_bench.job.store")
 
 _stop_noted: int | None = None
 SHUTDOWN_GRACE_S = 10  # PyTorch's launcher waits 30 s for stopped ranks before SIGKILL
@@ -141,6 +142,7 @@ def run_module(argv: list[str]) -> None:
     would; a non-zero exit leaves the process with that code (the launcher reads it)."""
     import runpy
     from multiprocessing import forkserver
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server ignores it (nccl_bench.core.serverside); a rank must not
     # Each process forked from the server holds its "alive" pipe, which keeps the server up while
     # any child lives. Let go of it, so the server ends with the launcher and the ranks with the
     # server (PR_SET_PDEATHSIG): a kill -9 of the launcher leaves nothing behind.
@@ -222,7 +224,14 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
             failures.extend({"rank": r, "pid": f.pid, "exitcode": f.exitcode,
                              "signal": f.signal_name() if f.exitcode < 0 else None}
                             for r, f in sorted(e.failures.items()))
-        return EXIT_USAGE if EXIT_USAGE in codes else EXIT_FAILED
+        if EXIT_USAGE in codes:
+            return EXIT_USAGE
+        stops = {-c for c in codes if c in (-signal.SIGTERM, -signal.SIGINT)}
+        if len(stops) == 1 and len(codes) == len([c for c in codes if c < 0]):
+            # every rank that ended badly ended by the one stop signal (sent to a rank alone, which then
+            # stopped the job after the round): the job was stopped, as by the shell's 128 + N
+            return 128 + stops.pop()
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # the agent itself failed (signal, rendezvous)

@@ -1,0 +1,108 @@
+"""What this process holds right now: the resources a re-init can leak, read cheaply.
+
+One sample is a flat dict of numbers, each a resource that repeated init/destroy is known to
+leak (NVIDIA/nccl#604: GPU memory per init; #1753 and #1944: host memory per group call; PR
+#2087: memory not freed on finalize):
+
+- `rss_bytes`: resident host memory (/proc/self/statm).
+- `fds`: open file descriptors (/proc/self/fd): sockets, CUDA IPC handles, shm files.
+- `threads`: the process's threads (/proc/self/task): NCCL's proxy and progress threads.
+- `gpu_bytes`: GPU memory this process holds, by NVML's per-process accounting on every GPU it
+  uses, else CUDA's used = total - free on its device (counts other processes too); absent on CPU.
+- `shm_bytes`, `shm_segments`: NCCL's /dev/shm segments this process has mapped (/proc/self/maps).
+- `store_keys`: on the rank that hosts the job's TCPStore, the keys it holds.
+
+A sample costs well under a millisecond without GPUs, a few with NVML, so a soak takes one
+every 100 rounds by default.
+"""
+from __future__ import annotations
+
+import os
+
+RESOURCES = ("rss_bytes", "fds", "threads", "gpu_bytes", "shm_bytes", "shm_segments", "store_keys")
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_nvml = None  # pynvml once initialised, False when it cannot be
+
+
+def _count(path: str) -> int | None:
+    try:
+        return len(os.listdir(path))
+    except OSError:
+        return None
+
+
+def rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def nccl_shm() -> tuple[int, int]:
+    """(bytes, segments) of the /dev/shm/nccl-* files mapped into this process."""
+    seen: dict[str, int] = {}
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "/dev/shm/nccl" not in line:
+                    continue
+                parts = line.split(maxsplit=5)
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                path = parts[5].strip() if len(parts) > 5 else ""
+                seen[path] = seen.get(path, 0) + (hi - lo)
+    except (OSError, ValueError):
+        pass
+    return sum(seen.values()), len(seen)
+
+
+def _nvml_handle():
+    global _nvml
+    if _nvml is None:
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            _nvml = pynvml
+        except Exception:
+            _nvml = False
+    return _nvml or None
+
+
+def gpu_bytes(device: int | None) -> int | None:
+    """GPU memory held by this process (NVML), or the device's used memory (CUDA); None on CPU."""
+    if device is None:
+        return None
+    nv = _nvml_handle()
+    if nv is not None:
+        try:
+            pid, total = os.getpid(), 0
+            for i in range(nv.nvmlDeviceGetCount()):
+                for p in nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)):
+                    if p.pid == pid and p.usedGpuMemory is not None:
+                        total += p.usedGpuMemory
+            if total:
+                return total
+        except Exception:
+            pass  # a VM or container without per-process accounting: CUDA's view below
+    try:
+        import torch
+        free, total = torch.cuda.mem_get_info(device)
+        return total - free
+    except Exception:
+        return None
+
+
+def store_keys(store) -> int | None:
+    try:
+        return store.num_keys() if store is not None else None
+    except Exception:
+        return None
+
+
+def sample(device: int | None = None, store=None) -> dict:
+    """One reading of every resource (a value is None where this machine cannot tell); `store`: the
+    TCPStore this process hosts, if any."""
+    shm, segments = nccl_shm()
+    return {"rss_bytes": rss_bytes(), "fds": _count("/proc/self/fd"), "threads": _count("/proc/self/task"),
+            "gpu_bytes": gpu_bytes(device), "shm_bytes": shm, "shm_segments": segments,
+            "store_keys": store_keys(store)}

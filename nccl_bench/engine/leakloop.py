@@ -1,0 +1,78 @@
+"""`init --leak-check N`: a bare loop of N inits (init, one all_reduce, destroy) sampling the same
+resources as stress's leak watch, with none of the stress machinery, to tell what NCCL (or
+gloo, or PyTorch) keeps per init from what the harness keeps.
+
+Each rank samples every `every` inits and folds the samples into its own trends; at the end the
+trends (a handful of sums each, not the samples) travel to rank 0, whose command judges them with
+nccl_bench.health.leaks, as stress's are. Destroys are serial: one communicator alive at a time, as a plain loop.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from nccl_bench.comm import InitPlan, gpu_count
+from nccl_bench.comm.lifetime import communicator
+from nccl_bench.core import resources
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import CommError, UsageError
+from nccl_bench.core.streaming import Trend
+
+
+@dataclass
+class LeakCheckOptions:
+    inits: int  # the loop's length
+    every: int = 100  # inits between samples
+    warmup: int | None = None  # inits whose samples are left out (None: a fifth, at most 1,000)
+    mode: str = "scoped"
+
+    def __post_init__(self):
+        if self.inits < 1:
+            raise UsageError(f"--leak-check must be >= 1 inits, got {self.inits}")
+        if self.every < 1:
+            raise UsageError(f"--leak-every must be >= 1, got {self.every}")
+        if self.warmup is None:  # as nccl_bench.health.leaks.default_warmup
+            self.warmup = min(1000, self.inits // 5)
+        if self.warmup < 0:
+            raise UsageError(f"--leak-warmup must be >= 0, got {self.warmup}")
+
+
+def loop(job, backend: str, ranks_per_root: int, timeout: float, opts: LeakCheckOptions,
+         progress=None) -> tuple[dict[str, Trend], dict]:
+    """Run the loop on this rank. Returns its trend per resource (samples after the warm-up) and
+    counts {inits, failed, seconds}."""
+    import torch  # on the rank only
+    trends: dict[str, Trend] = {}
+    device = job.ident.local_rank % max(gpu_count(), 1) if backend != "gloo" else None
+    failed, t0 = 0, time.perf_counter()
+    for i in range(opts.inits):
+        plan = InitPlan(rank=job.rank, nranks=job.nranks, mode=opts.mode, ranks_per_root=ranks_per_root,
+                        counter=i, store=job.store, local_rank=job.ident.local_rank, namespace="leak")
+        try:
+            with communicator(backend, plan, Deadline(timeout)) as comm:
+                x = torch.ones(1, device=comm.device)
+                comm.all_reduce(x, x, "sum")
+                comm.wait(Deadline(timeout), "all_reduce")
+                ids = getattr(comm, "ids_used", None)  # torch exchanges its IDs itself
+                key = ids.store_key() if ids is not None else None
+                if key and opts.mode != "stock":  # every rank has read it: the collective ran
+                    job.store.raw.delete_key(key)
+        except CommError:
+            failed += 1
+        if i % opts.every == opts.every - 1 and i >= opts.warmup:
+            for res, v in resources.sample(device, job.store.raw if job.rank == 0 else None).items():
+                if v is not None:
+                    trends.setdefault(res, Trend()).add(i, v)
+        if progress and i % max(opts.inits // 10, 1) == 0:
+            progress(i)
+    return trends, {"inits": opts.inits, "failed": failed, "seconds": time.perf_counter() - t0}
+
+
+def gathered(job, trends: dict[str, Trend], counts: dict, timeout: float) -> tuple[dict, list[dict]] | None:
+    """Rank 0: every rank's trends {(rank, resource): Trend} and counts; None on the other ranks."""
+    mine = {"trends": {res: t.state() for res, t in trends.items()}, "counts": counts}
+    every = job.store.all_gather_obj("leakcheck/trends", mine, timeout=timeout)
+    if job.rank != 0:
+        return None
+    merged = {(r, res): Trend.from_state(state) for r, got in enumerate(every) for res, state in got["trends"].items()}
+    return merged, [{"rank": r, **got["counts"]} for r, got in enumerate(every)]

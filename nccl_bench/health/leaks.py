@@ -1,0 +1,116 @@
+"""Leak verdicts from resource samples taken every N inits: a slope per 1,000 inits, judged.
+
+Each (rank, resource) gets a least-squares line through its samples after a warm-up (allocators,
+caches and NCCL's first-init set-up grow at first and then level off). A resource LEAKs when the
+lower end of the slope's 99 % interval lies above the resource's floor: clearly above zero, and
+large enough to matter. The floors are data, each with its reason; a slope under its floor is
+reported, never called a leak. The judge is the same for a stress run and for `init
+--leak-check`'s bare init/destroy loop, so the two can be set side by side (ours or NCCL's).
+"""
+from __future__ import annotations
+
+from nccl_bench.core.resources import RESOURCES
+from nccl_bench.core.streaming import Trend
+
+PER = 1000  # slopes are reported per this many inits (rounds)
+MIN_SAMPLES = 5  # after the warm-up; fewer and no verdict is given
+MiB = 1 << 20
+# resource -> (floor per 1,000 inits, unit, why this floor)
+FLOORS = {
+    "rss_bytes": (100_000, "B", "0.1 KB per init: the harness's own bound for a soak (issue #31)"),
+    "gpu_bytes": (MiB, "B", "under half of CUDA's 2 MiB allocation granule per 1,000 inits"),
+    "shm_bytes": (MiB, "B", "a fraction of one NCCL shm segment per 1,000 inits"),
+    "fds": (1, "", "one descriptor per 1,000 inits"),
+    "threads": (1, "", "one thread per 1,000 inits"),
+    "shm_segments": (1, "", "one segment per 1,000 inits"),
+    "store_keys": (10, "", "ten keys per 1,000 inits: a round's keys are deleted once every rank is done"),
+}
+assert set(FLOORS) == set(RESOURCES)
+# (backend, resource) -> a floor that replaces the one above, where the library itself is known to grow
+BACKEND_FLOORS = {
+    ("gloo", "rss_bytes"): (4_000_000, "B", "4 KB per init: torch's ProcessGroupGloo itself keeps 0.75-1.2 KB "
+                            "per create/destroy once warm, up to 2.4 KB in a run's first few hundred (init "
+                            "--leak-check and a plain 10-line loop, results/cpu/soak); a leak of ours shows above it"),
+}
+
+
+def floor_of(resource: str, backend: str | None) -> tuple[float, str, str]:
+    return BACKEND_FLOORS.get((backend, resource), FLOORS[resource])
+
+
+def human(v: float, unit: str) -> str:
+    if unit != "B":
+        return f"{v:.2f}"
+    for scale, name in ((1 << 30, "GiB"), (MiB, "MiB"), (1 << 10, "KiB")):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {name}"
+    return f"{v:.0f} B"
+
+
+def default_warmup(planned_rounds: int) -> int:
+    """Rounds whose samples are left out: a fifth of the run, at most 1,000."""
+    return min(1000, planned_rounds // 5)
+
+
+class LeakWatch:
+    """Samples in, verdicts out; O(resources x ranks) memory whatever the run's length."""
+
+    def __init__(self, warmup: int, backend: str | None = None):
+        self.warmup, self.backend = warmup, backend
+        self.trends: dict[tuple[int, str], Trend] = {}
+        self.samples = 0
+
+    def add(self, rank: int, x: int, sample: dict | None) -> None:
+        """One rank's sample taken after init number `x` (the round's position in the run)."""
+        if not sample or x < self.warmup:
+            return
+        self.samples += 1
+        for res in RESOURCES:
+            v = sample.get(res)
+            if v is not None:
+                self.trends.setdefault((rank, res), Trend()).add(x, v)
+
+    def findings(self) -> list[dict]:
+        """One row per (rank, resource): slope per 1,000 inits, its interval, the verdict."""
+        out = []
+        for (rank, res), t in sorted(self.trends.items()):
+            floor, unit, why = floor_of(res, self.backend)
+            row = {"rank": rank, "resource": res, "samples": t.n, "from_round": t.first_x,
+                   "to_round": t.last_x, "last": t.last_y, "floor_per_1000": floor, "floor_source": why}
+            span = t.interval() if t.n >= MIN_SAMPLES else None
+            if span is None:
+                out.append({**row, "verdict": "too few samples", "slope_per_1000": None, "interval_per_1000": None})
+                continue
+            lo, hi = span[0] * PER, span[1] * PER
+            slope = t.slope() * PER
+            out.append({**row, "slope_per_1000": slope, "interval_per_1000": [lo, hi], "per_init": slope / PER,
+                        "verdict": "LEAK" if lo > floor else "ok"})
+        return out
+
+    @staticmethod
+    def leak_lines(findings: list[dict]) -> list[str]:
+        out = []
+        for f in findings:
+            if f["verdict"] != "LEAK":
+                continue
+            unit = FLOORS[f["resource"]][1]
+            lo, hi = f["interval_per_1000"]
+            out.append(f"LEAK: {f['resource']} on rank {f['rank']} grows {human(f['per_init'], unit)} per init "
+                       f"(99% interval {human(lo / PER, unit)} .. {human(hi / PER, unit)}) over rounds "
+                       f"{f['from_round']:.0f}..{f['to_round']:.0f} ({f['samples']} samples)")
+        return out
+
+    def summary_line(self, findings: list[dict]) -> str:
+        judged = [f for f in findings if f["slope_per_1000"] is not None]
+        if not judged:
+            return (f"leak watch: too few samples after the {self.warmup}-round warm-up "
+                    f"(a verdict needs {MIN_SAMPLES} per rank)")
+        leaks = sum(f["verdict"] == "LEAK" for f in judged)
+        ranks = sorted({f["rank"] for f in judged})
+        rss = max((f for f in judged if f["resource"] == "rss_bytes"), key=lambda f: f["slope_per_1000"],
+                  default=None)
+        worst = (f"; rss slope at most {human(rss['slope_per_1000'], 'B')} per 1,000 inits (rank {rss['rank']})"
+                 if rss else "")
+        n = min(f["samples"] for f in judged)
+        return (f"leak watch: {len(ranks)} ranks, >= {n} samples each after a {self.warmup}-round warm-up: "
+                + (f"{leaks} LEAK" if leaks else "no LEAK") + worst)

@@ -1,0 +1,40 @@
+"""Rank 0's account of a run, folded as rounds are kept: which rounds are done, the per-mode
+tally, the leak watch's trends and any round kept twice. Its size depends on the plan's length
+(one byte a round) and on the number of ranks, never on how many rounds have run; the journal
+is the full record, and --resume replays it through the same fold."""
+from __future__ import annotations
+
+from nccl_bench.health.leaks import LeakWatch
+from nccl_bench.report.rounds import Tally
+from stress.diagnose import History
+
+
+class Ledger:
+    def __init__(self, plan_len: int, modes: list[str], warmup: int, history: History, backend: str | None = None):
+        self.done = bytearray(plan_len)  # seq -> 1 once the round is journaled
+        self.tally = Tally(modes)
+        self.leaks = LeakWatch(warmup, backend)
+        self.history = history
+        self.repeated = 0  # rounds journaled twice (a resume that went wrong)
+
+    def add(self, row: dict) -> None:
+        seq = row["seq"]
+        if 0 <= seq < len(self.done):
+            self.repeated += self.done[seq]
+            self.done[seq] = 1
+        self.tally.add(row)
+        for rec in row.get("ranks") or []:
+            if rec and rec.get("sample"):
+                self.leaks.add(rec["rank"], seq, rec["sample"])
+
+    def replay(self, row: dict) -> None:
+        """A round read back from the journal (--resume): its IDs join the history too."""
+        self.history.add(row["mode"], row["round"], row.get("ranks") or [])
+        self.add(row)
+
+    @property
+    def rounds(self) -> int:
+        return self.tally.rounds
+
+    def failed(self) -> bool:
+        return self.tally.failures > 0

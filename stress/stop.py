@@ -1,0 +1,45 @@
+"""How a stress run stops when told to: a signal to the launcher, to one rank or to the whole group.
+
+SIGTERM (the launcher stopping the group, a scheduler's scancel, systemd, `timeout`) or Ctrl-C:
+each rank finishes the round in flight, journals it, and ends with a verdict instead of dying
+mid-line. Ranks learn of the signal at different moments, so each round's records carry it and
+every rank stops after the same round; then each ends by that signal (nccl_bench.core.launch).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from nccl_bench.core import launch
+
+
+class Stop:
+    """SIGTERM (the launcher stopping the group, e.g. because a rank died) or Ctrl-C: finish the round
+    in flight, journal it, and end with a verdict instead of dying mid-line. Ranks learn of the signal
+    at different moments, so each round's records carry it and every rank stops after the same round."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.signum: int | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                signal.signal(sig, self._on)
+
+    def _on(self, signum, frame) -> None:
+        if self.since is None:  # a Ctrl-C reaches each rank twice (the terminal, then the launcher)
+            self.since, self.signum = time.monotonic(), signum
+            launch.note_stop(signum)
+
+    @property
+    def requested(self) -> bool:
+        return self.since is not None
+
+    @property
+    def reason(self) -> str:
+        name = signal.Signals(self.signum).name if self.signum else "a signal"
+        return f"{name} (the launcher or the user is stopping the job)"
