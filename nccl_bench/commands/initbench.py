@@ -57,6 +57,8 @@ def parser() -> Parser:
     p.add_argument("--leak-every", type=int, default=100, metavar="K", help="--leak-check: inits between samples")
     p.add_argument("--leak-warmup", type=int, default=None, metavar="N",
                    help="--leak-check: inits whose samples are left out (default a fifth, at most 1000)")
+    p.add_argument("--destroys-in-flight", type=int, default=None, metavar="K",
+                   help="--leak-check: destroys running behind the loop (default 8; 0: serial)")
     p.add_argument("--read-budget", type=int, default=None,
                    help="scale model: key reads performed per init; above it readers are sampled "
                         "(default 262144)")
@@ -251,7 +253,7 @@ def leak_worker(opts: JobOptions, check, json_path: str | None):
 
     def run(job: Job) -> int:
         job.say(f"leak check: {opts.backend} x{job.nranks}, {check.inits} inits of {check.mode} (init, one "
-                f"all_reduce, destroy; serial), a sample every {check.every}, warm-up {check.warmup} inits")
+                f"all_reduce, destroy; {check.depth or 'no'} destroys in flight), a sample every {check.every}, warm-up {check.warmup} inits")
         trends, counts = leakloop.loop(job, opts.backend, opts.ranks_per_root, opts.timeout, check,
                                        progress=lambda i: job.say(f"  {i}/{check.inits} inits"))
         got = leakloop.gathered(job, trends, counts, opts.timeout + 60)
@@ -277,7 +279,7 @@ def leak_worker(opts: JobOptions, check, json_path: str | None):
         meta = sysinfo.collect(opts.backend)
         meta["params"] = {"command": "init --leak-check", "inits": check.inits, "every": check.every,
                           "warmup": check.warmup, "mode": check.mode, "nranks": job.nranks, "per_rank": per_rank,
-                          "loop": "init, one all_reduce of 1 float, destroy; one communicator at a time"}
+                          "loop": "init, one all_reduce of 1 float, destroy", "destroys_in_flight": check.depth}
         path = results.write("leakcheck", findings, meta, json_path)
         print(f"results: {path}", flush=True)
         leaked = any(f["verdict"] == "LEAK" for f in findings)
@@ -310,7 +312,8 @@ def main(argv: list[str]) -> int:
     if a.leak_check is not None:
         from nccl_bench.engine.leakloop import LeakCheckOptions
         job = job_options(a, allow_all=True)
-        check = LeakCheckOptions(a.leak_check, a.leak_every, a.leak_warmup, mode=job.init[0])
+        check = LeakCheckOptions(a.leak_check, a.leak_every, a.leak_warmup, mode=job.init[0],
+                                 depth=8 if a.destroys_in_flight is None else a.destroys_in_flight)
         results.check_writable(a.json)
         return run_job(["-m", "nccl_bench", "init", *argv], job, leak_worker(job, check, a.json), result=a.json)
     opts = InitBenchOptions(job=job_options(a, allow_all=True),
