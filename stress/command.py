@@ -50,7 +50,7 @@ def parser() -> Parser:
                         "(torchrun's --max-restarts); a restarted group resumes the journal")
     p.add_argument("--destroys-in-flight", type=int, default=None, metavar="K",
                    help="destroys (aborts) that may run behind the next rounds, each round's still journaled "
-                        "with its own (default 4; torch: 0); 0: serial, each round destroys before the next")
+                        "with its own (default 8; torch: 0); 0: serial, each round destroys before the next")
     p.add_argument("--scenario", default="restart", choices=SCENARIOS,
                    help="restart: a new process group per round on the same store (default); same-group: "
                         "one process group, a new communicator per round on another device, as in "

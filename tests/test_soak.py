@@ -90,10 +90,10 @@ def test_leak_watch_needs_the_floor_and_a_clear_interval():
     rng = random.Random(3)
     for x in range(0, 3000, 50):
         w.add(0, x, {"rss_bytes": 1e8 + rng.gauss(0, 4e5) + 30 * x, "fds": 40})  # 30 B per init: under the floor
-        w.add(1, x, {"rss_bytes": 1e8 + rng.gauss(0, 4e5) + 4096 * x, "fds": 40 + x // 100})
+        w.add(1, x, {"rss_bytes": 1e8 + rng.gauss(0, 4e5) + 4096 * x, "fds": 40 + x // 100})  # 30 fds more
     verdicts = {(f["rank"], f["resource"]): f["verdict"] for f in w.findings()}
     assert verdicts == {(0, "rss_bytes"): "ok", (0, "fds"): "ok", (1, "rss_bytes"): "LEAK", (1, "fds"): "LEAK"}
-    assert floor_of("rss_bytes", "gloo")[0] > floor_of("rss_bytes", "nccl")[0]  # gloo's own growth, cited
+    assert floor_of("rss_bytes", "gloo").per_1000 > floor_of("rss_bytes", "nccl").per_1000  # gloo's own, cited
     lines = w.leak_lines(w.findings())
     assert any("rss_bytes on rank 1 grows 4." in line and "KiB per init" in line for line in lines), lines
 

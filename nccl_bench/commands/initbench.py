@@ -267,9 +267,9 @@ def leak_worker(opts: JobOptions, check, json_path: str | None):
         print(f"{check.inits} inits in {seconds:.1f} s ({check.inits / seconds:.1f} inits/s), {failed} failed "
               "on some rank", flush=True)
         body = [(f["rank"], f["resource"], f["samples"],
-                 "-" if f["slope_per_1000"] is None else human(f["slope_per_1000"], FLOORS[f["resource"]][1]),
+                 "-" if f["slope_per_1000"] is None else human(f["slope_per_1000"], FLOORS[f["resource"]].unit),
                  "-" if f["interval_per_1000"] is None else " .. ".join(
-                     human(v, FLOORS[f["resource"]][1]) for v in f["interval_per_1000"]), f["verdict"])
+                     human(v, FLOORS[f["resource"]].unit) for v in f["interval_per_1000"]), f["verdict"])
                 for f in findings]
         print(tabulate(body, headers=["rank", "resource", "samples", "slope /1000 inits", "99% interval", "verdict"],
                        tablefmt="simple", disable_numparse=True), flush=True)

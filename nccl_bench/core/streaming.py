@@ -72,14 +72,21 @@ def t99(df: int) -> float:
     return _T99[df - 1] if 1 <= df <= len(_T99) else 2.576
 
 
+_LAGGED = ("_lxx", "_lxy", "_lyx", "_lyy", "_lx", "_ly", "_px", "_py")
+
+
 class Trend:
     """y against x by least squares, from running sums (x and y shifted by their first values so the
-    sums stay small). slope() is per unit of x; interval() is its two-sided 99 % interval."""
+    sums stay small). slope() is per unit of x; interval() is its two-sided 99 % interval, widened
+    for the residuals' lag-1 autocorrelation (memory held by work in flight rises and falls over
+    many samples: treating those as independent would make an interval too narrow)."""
 
     def __init__(self) -> None:
         self.n = 0
         self._x0 = self._y0 = 0.0
         self._sx = self._sy = self._sxx = self._sxy = self._syy = 0.0
+        # sums over consecutive pairs (t-1, t): x_t x_t-1, x_t y_t-1, y_t x_t-1, y_t y_t-1, x_t, y_t, x_t-1, y_t-1
+        self._lxx = self._lxy = self._lyx = self._lyy = self._lx = self._ly = self._px = self._py = 0.0
         self.first_x: float | None = None
         self.last_x: float | None = None
         self.last_y: float | None = None
@@ -88,6 +95,16 @@ class Trend:
         if self.n == 0:
             self._x0, self._y0, self.first_x = float(x), float(y), float(x)
         dx, dy = x - self._x0, y - self._y0
+        if self.n:
+            px, py = self.last_x - self._x0, self.last_y - self._y0
+            self._lxx += dx * px
+            self._lxy += dx * py
+            self._lyx += dy * px
+            self._lyy += dy * py
+            self._lx += dx
+            self._ly += dy
+            self._px += px
+            self._py += py
         self.n += 1
         self._sx += dx
         self._sy += dy
@@ -116,17 +133,35 @@ class Trend:
         sse = max(syy - sxy * sxy / sxx, 0.0)
         return math.sqrt(sse / (self.n - 2) / sxx)
 
+    def autocorrelation(self) -> float | None:
+        """Lag-1 autocorrelation of the residuals (None under 4 points or with no residual at all)."""
+        b = self.slope()
+        if b is None or self.n < 4:
+            return None
+        n = self.n
+        a = (self._sy - b * self._sx) / n  # intercept, in shifted units
+        sse = self._syy - 2 * a * self._sy - 2 * b * self._sxy + n * a * a + 2 * a * b * self._sx + b * b * self._sxx
+        if sse <= 1e-12 * max(self._syy, 1.0):
+            return None
+        # sum of e_t e_t-1 with e = y - a - b x, expanded over the pairs' sums
+        m = n - 1
+        lag = (self._lyy - a * self._ly - b * self._lxy - a * self._py + m * a * a + a * b * self._px
+               - b * self._lyx + a * b * self._lx + b * b * self._lxx)
+        return max(-1.0, min(1.0, lag / sse))
+
     def interval(self) -> tuple[float, float] | None:
         s, se = self.slope(), self.stderr()
         if s is None or se is None:
             return None
-        half = t99(self.n - 2) * se
+        rho = self.autocorrelation() or 0.0
+        rho = min(max(rho, 0.0), 0.95)  # only positive correlation widens; capped so a trend stays testable
+        half = t99(max(1, int((self.n - 2) * (1 - rho) / (1 + rho)))) * se * math.sqrt((1 + rho) / (1 - rho))
         return s - half, s + half
 
     def state(self) -> dict:
         """The sums, JSON-ready (to gather a trend from another rank)."""
         return {k: getattr(self, k) for k in ("n", "_x0", "_y0", "_sx", "_sy", "_sxx", "_sxy", "_syy",
-                                              "first_x", "last_x", "last_y")}
+                                              "first_x", "last_x", "last_y", *_LAGGED)}
 
     @classmethod
     def from_state(cls, state: dict) -> "Trend":

@@ -2,12 +2,15 @@
 
 Each (rank, resource) gets a least-squares line through its samples after a warm-up (allocators,
 caches and NCCL's first-init set-up grow at first and then level off). A resource LEAKs when the
-lower end of the slope's 99 % interval lies above the resource's floor: clearly above zero, and
-large enough to matter. The floors are data, each with its reason; a slope under its floor is
+lower end of the slope's 99 % interval (widened for autocorrelated samples) lies above the
+resource's floor, and the fitted growth across the window is larger than work in flight comes and
+goes by: clearly above zero, and large enough to matter. The floors are data, each with its reason; a slope under its floor is
 reported, never called a leak. The judge is the same for a stress run and for `init
 --leak-check`'s bare init/destroy loop, so the two can be set side by side (ours or NCCL's).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from nccl_bench.core.resources import RESOURCES
 from nccl_bench.core.streaming import Trend
@@ -15,26 +18,39 @@ from nccl_bench.core.streaming import Trend
 PER = 1000  # slopes are reported per this many inits (rounds)
 MIN_SAMPLES = 5  # after the warm-up; fewer and no verdict is given
 MiB = 1 << 20
-# resource -> (floor per 1,000 inits, unit, why this floor)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Below either number a slope is reported, never called a leak."""
+
+    per_1000: float  # the slope per 1,000 inits
+    rise: float  # the fitted growth across the measured window: more than work in flight comes and goes by
+    unit: str
+    why: str
+
+
 FLOORS = {
-    "rss_bytes": (100_000, "B", "0.1 KB per init: the harness's own bound for a soak (issue #31)"),
-    "gpu_bytes": (MiB, "B", "under half of CUDA's 2 MiB allocation granule per 1,000 inits"),
-    "shm_bytes": (MiB, "B", "a fraction of one NCCL shm segment per 1,000 inits"),
-    "fds": (1, "", "one descriptor per 1,000 inits"),
-    "threads": (1, "", "one thread per 1,000 inits"),
-    "shm_segments": (1, "", "one segment per 1,000 inits"),
-    "store_keys": (10, "", "ten keys per 1,000 inits: a round's keys are deleted once every rank is done"),
+    "rss_bytes": Floor(100_000, MiB, "B", "0.1 KB per init: the harness's own bound for a soak (issue #31)"),
+    "gpu_bytes": Floor(MiB, 64 * MiB, "B", "under half of CUDA's 2 MiB allocation granule per 1,000 inits; "
+                       "communicators in flight hold tens of MiB each"),
+    "shm_bytes": Floor(MiB, 4 * MiB, "B", "a fraction of one NCCL shm segment per 1,000 inits"),
+    "fds": Floor(1, 16, "", "one descriptor per 1,000 inits; teardowns in flight hold a few each"),
+    "threads": Floor(1, 16, "", "one thread per 1,000 inits; teardowns in flight hold one or more each"),
+    "shm_segments": Floor(1, 2, "", "one segment per 1,000 inits"),
+    "store_keys": Floor(10, 50, "", "ten keys per 1,000 inits: a round's keys are deleted once every rank is done"),
 }
 assert set(FLOORS) == set(RESOURCES)
 # (backend, resource) -> a floor that replaces the one above, where the library itself is known to grow
 BACKEND_FLOORS = {
-    ("gloo", "rss_bytes"): (4_000_000, "B", "4 KB per init: torch's ProcessGroupGloo itself keeps 0.75-1.2 KB "
-                            "per create/destroy once warm, up to 2.4 KB in a run's first few hundred (init "
-                            "--leak-check and a plain 10-line loop, results/cpu/soak); a leak of ours shows above it"),
+    ("gloo", "rss_bytes"): Floor(4_000_000, 4 * MiB, "B", "4 KB per init: torch's ProcessGroupGloo itself keeps "
+                                 "0.75-1.2 KB per create/destroy once warm, up to 2.4 KB in a run's first few "
+                                 "hundred (init --leak-check and a plain 10-line loop, results/cpu/soak); a leak "
+                                 "of ours shows above it"),
 }
 
 
-def floor_of(resource: str, backend: str | None) -> tuple[float, str, str]:
+def floor_of(resource: str, backend: str | None) -> Floor:
     return BACKEND_FLOORS.get((backend, resource), FLOORS[resource])
 
 
@@ -74,17 +90,20 @@ class LeakWatch:
         """One row per (rank, resource): slope per 1,000 inits, its interval, the verdict."""
         out = []
         for (rank, res), t in sorted(self.trends.items()):
-            floor, unit, why = floor_of(res, self.backend)
+            floor = floor_of(res, self.backend)
             row = {"rank": rank, "resource": res, "samples": t.n, "from_round": t.first_x,
-                   "to_round": t.last_x, "last": t.last_y, "floor_per_1000": floor, "floor_source": why}
+                   "to_round": t.last_x, "last": t.last_y, "floor_per_1000": floor.per_1000,
+                   "floor_rise": floor.rise, "floor_source": floor.why}
             span = t.interval() if t.n >= MIN_SAMPLES else None
             if span is None:
                 out.append({**row, "verdict": "too few samples", "slope_per_1000": None, "interval_per_1000": None})
                 continue
             lo, hi = span[0] * PER, span[1] * PER
             slope = t.slope() * PER
+            rise = t.slope() * (t.last_x - t.first_x)
             out.append({**row, "slope_per_1000": slope, "interval_per_1000": [lo, hi], "per_init": slope / PER,
-                        "verdict": "LEAK" if lo > floor else "ok"})
+                        "rise": rise, "autocorrelation": t.autocorrelation(),
+                        "verdict": "LEAK" if lo > floor.per_1000 and rise > floor.rise else "ok"})
         return out
 
     @staticmethod
@@ -93,7 +112,7 @@ class LeakWatch:
         for f in findings:
             if f["verdict"] != "LEAK":
                 continue
-            unit = FLOORS[f["resource"]][1]
+            unit = FLOORS[f["resource"]].unit
             lo, hi = f["interval_per_1000"]
             out.append(f"LEAK: {f['resource']} on rank {f['rank']} grows {human(f['per_init'], unit)} per init "
                        f"(99% interval {human(lo / PER, unit)} .. {human(hi / PER, unit)}) over rounds "

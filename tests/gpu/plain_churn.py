@@ -2,8 +2,10 @@
 ncclCommInitRank, one all_reduce of 4 KiB, and the destroy handed to a thread, at most K of them in
 flight (the oldest joined first), as `--destroys-in-flight K`. Nothing else: no store barriers, no
 journal, no checks. One process per GPU under torchrun (the ID travels through a TCPStore), or alone
-on one GPU. argv[4] = "nonblocking": the same with NCCL's nonblocking config (init, collective and finalize
-polled until they settle, as our nccl backend does to bound them by a deadline), to tell its cost apart.
+on one GPU. argv[4], comma-separated: "nonblocking": NCCL's nonblocking config (init, collective and
+finalize polled until they settle, as our nccl backend does to bound them by a deadline); "setdevice":
+each destroy thread sets its CUDA device through torch first (as our reaper does). The process's RSS is
+sampled every 50 rounds after the first fifth: its slope per 1,000 rounds is printed and kept.
 Prints 'plain: R rounds in S s = X rounds/s (K destroys in flight)' and writes JSON to argv[3], with the
 median destroy (seconds, on its thread)."""
 import json
@@ -16,10 +18,14 @@ from datetime import timedelta
 import nccl.core as nc
 import torch
 
+from nccl_bench.core import resources
+from nccl_bench.core.streaming import Trend
+
 from nccl.bindings import nccl as nb
 
 rounds, depth, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-blocking = not (len(sys.argv) > 4 and sys.argv[4] == "nonblocking")
+flags = set(sys.argv[4].split(",")) if len(sys.argv) > 4 else set()
+blocking, setdevice = "nonblocking" not in flags, "setdevice" in flags
 destroys: list[float] = []
 
 
@@ -30,6 +36,8 @@ def settle(comm) -> None:
 
 def destroy(comm) -> None:
     t = time.perf_counter()
+    if setdevice:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     if not blocking:
         comm.finalize()
         settle(comm)
@@ -45,6 +53,7 @@ if n > 1:
                                        rank == 0, timedelta(seconds=60))
 x = torch.ones(1024, device="cuda")
 behind: list[threading.Thread] = []
+rss = Trend()
 t0 = time.perf_counter()
 for i in range(rounds):
     if store is None:
@@ -66,13 +75,19 @@ for i in range(rounds):
     behind.append(t)
     while len(behind) > depth:
         behind.pop(0).join()
+    if i % 50 == 49 and i >= rounds // 5:
+        rss.add(i, resources.rss_bytes())
 for t in behind:
     t.join()
 seconds = time.perf_counter() - t0
 if rank == 0:
     med = sorted(destroys)[len(destroys) // 2]
-    print(f"plain{'' if blocking else ' nonblocking'}: {rounds} rounds in {seconds:.2f} s = "
-          f"{rounds / seconds:.2f} rounds/s ({depth} destroys in flight, destroy median {med * 1e3:.0f} ms)", flush=True)
+    lo, hi = rss.interval() or (float("nan"), float("nan"))
+    print(f"plain{'' if not flags else ' ' + ','.join(sorted(flags))}: {rounds} rounds in {seconds:.2f} s = "
+          f"{rounds / seconds:.2f} rounds/s ({depth} destroys in flight, destroy median {med * 1e3:.0f} ms); "
+          f"rss {(rss.slope() or 0) * 1e3 / 1024:.1f} KiB per 1,000 rounds ({lo * 1e3 / 1024:.1f} .. "
+          f"{hi * 1e3 / 1024:.1f})", flush=True)
     with open(out, "w") as f:
         json.dump({"rounds": rounds, "depth": depth, "blocking": blocking, "seconds": seconds,
-                   "rounds_per_s": rounds / seconds, "destroy_median_s": med}, f)
+                   "rounds_per_s": rounds / seconds, "destroy_median_s": med, "flags": sorted(flags),
+                   "rss_slope_per_1000": (rss.slope() or 0) * 1e3, "rss_interval_per_1000": [lo * 1e3, hi * 1e3]}, f)

@@ -14,25 +14,36 @@ part=${1:-rate}
 W=/tmp/soak; mkdir -p "$W"
 N=$(nvidia-smi -L | wc -l)
 REPS=${REPS:-3}; KS=${KS:-"4 8 16"}; ROUNDS=${ROUNDS:-200}; INITS=${INITS:-5000}; SOAK=${SOAK:-10000}
-launch() { if [ "$N" -gt 1 ]; then python3 -m torch.distributed.run --standalone --nproc-per-node "$N" "$@"; else python3 "$@"; fi; }
+PY="python3"; [ "$N" -gt 1 ] && PY="python3 -m torch.distributed.run --standalone --nproc-per-node $N"
 nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
 python3 -c "import torch, nccl.core; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
 
 case "$part" in
 rate)
+  rm -f "$W"/ours_* "$W"/plain*  # a warm machine keeps /tmp: every number here is this call's
   for rep in $(seq 1 "$REPS"); do
     for k in $KS; do
       timeout -s KILL 200 python3 -m stress --backend nccl --rounds "$ROUNDS" --skew-max 0 --destroys-in-flight "$k" \
         --leak-every 0 --journal "$W/ours_k${k}_r${rep}.jsonl" > "$W/ours_k${k}_r${rep}.log" 2>&1
       echo "ours k=$k rep=$rep exit $?: $(grep -E '^scoped|^destroy' "$W/ours_k${k}_r${rep}.log" | tr -s ' ' | cut -c1-150 | tr '\n' ' ')"
-      timeout -s KILL 200 launch tests/gpu/plain_churn.py "$ROUNDS" "$k" "$W/plain_k${k}_r${rep}.json" \
+      timeout -s KILL 200 $PY tests/gpu/plain_churn.py "$ROUNDS" "$k" "$W/plain_k${k}_r${rep}.json" \
         > "$W/plain_k${k}_r${rep}.log" 2>&1
       echo "$(tail -1 "$W/plain_k${k}_r${rep}.log")"
     done
-    timeout -s KILL 200 launch tests/gpu/plain_churn.py "$ROUNDS" 8 "$W/plainnb_k8_r${rep}.json" nonblocking \
+    timeout -s KILL 200 $PY tests/gpu/plain_churn.py "$ROUNDS" 8 "$W/plainnb_k8_r${rep}.json" nonblocking \
       > "$W/plainnb_k8_r${rep}.log" 2>&1
     echo "$(tail -1 "$W/plainnb_k8_r${rep}.log")"
   done
+  ;;
+bisect)  # where does a bare NCCL init/destroy loop grow? the plain loop, then ours, BISECT rounds each
+  B=${BISECT:-1500}
+  for flags in blocking nonblocking nonblocking,setdevice; do
+    timeout -s KILL 200 $PY tests/gpu/plain_churn.py "$B" 8 "$W/bisect_$flags.json" "$flags" > "$W/bisect_$flags.log" 2>&1
+    tail -1 "$W/bisect_$flags.log"
+  done
+  timeout -s KILL 200 python3 -m nccl_bench init --backend nccl --leak-check "$B" --leak-every 50 \
+    --json "$W/bisect_ours.json" > "$W/bisect_ours.log" 2>&1
+  grep -E "rss_bytes|gpu_bytes|inits in" "$W/bisect_ours.log"
   ;;
 leakcheck)
   timeout -s KILL 560 python3 -m nccl_bench init --backend nccl --leak-check "$INITS" --json "$W/leakcheck.json" \
@@ -49,10 +60,10 @@ soak)
   echo "rounds in journal: $(grep -c '"type":"round"' "$W/soak.jsonl")"
   gzip -kf "$W/soak.jsonl"; cp "$W/soak.jsonl.gz" "$OUT/"
   ;;
-*) echo "usage: tests/gpu/soak.sh rate|leakcheck|soak" >&2; exit 2 ;;
+*) echo "usage: tests/gpu/soak.sh rate|bisect|leakcheck|soak" >&2; exit 2 ;;
 esac
 
-tar czf "$OUT/$part.tgz" -C /tmp soak --exclude='soak.jsonl' --exclude='soak.jsonl.gz'
+tar czf "$OUT/$part.tgz" --exclude='soak.jsonl' --exclude='soak.jsonl.gz' -C /tmp soak
 python3 - "$W" "$part" <<'PY'
 import json, pathlib, statistics, sys
 w, part = pathlib.Path(sys.argv[1]), sys.argv[2]
