@@ -153,14 +153,14 @@ class Report:
 
     # --- stress -------------------------------------------------------------------------------
     def section_stress(self, results) -> None:
-        from nccl_bench.report import plot
+        from nccl_bench.report import timeline
         from nccl_bench.report.rounds import COLUMNS, summarize
         self.add("## Re-init churn (stress journal)", "")
         for res in results:
             self.add(f"### {res.given}", "")
             if res.damaged:
                 self.add("Lines cut short by an interrupted write, skipped: " + ", ".join(map(str, res.damaged)), "")
-            self.image(plot.stress_timeline(res, self.out / f"stress-timeline-{_slug(res.path.stem)}.png"),
+            self.image(timeline.stress_timeline(res, self.out / f"stress-timeline-{_slug(res.path.stem)}.png"),
                        f"stress timeline {res.path.name}")
             modes = list(dict.fromkeys(r["mode"] for r in res.rows))
             body = [[s["mode"], s["rounds"], s["ok"], s["hangs"], s["errors"], s["wrong"], s["stale_caught"],
@@ -169,6 +169,12 @@ class Report:
             self.add(md_table(body, COLUMNS), "")
             o = res.meta.get("options") or {}
             self.add(f"Options: {', '.join(f'{k}={v}' for k, v in o.items())}.", "")
+            leaks = next((n.get("leaks") for n in reversed(res.notes) if n.get("type") == "end"), None)
+            if leaks:
+                self.add("Leak watch (slope per 1,000 inits after the warm-up, 99% interval):", "", md_table(
+                    [[f["rank"], f["resource"], f["samples"], _num(f["slope_per_1000"]),
+                      " .. ".join(_num(v) for v in f["interval_per_1000"] or []) or "-", f["verdict"]]
+                     for f in leaks], ["rank", "resource", "samples", "slope", "interval", "verdict"]), "")
             failed = [r for r in res.rows if r["verdict"] != "ok"]
             if failed:
                 self.add("<details><summary>failed rounds and their diagnosis</summary>", "",

@@ -206,41 +206,6 @@ def init_phases(results, phases: list[tuple[str, str]], path: Path) -> Path:
     return _save(fig, path)
 
 
-# --- stress -----------------------------------------------------------------------------------
-def stress_timeline(result, path: Path) -> Path:
-    """Init time per round (worst rank), modes in turn; failed rounds marked by verdict."""
-    fig, ax = _figure(figsize=(9, 4.4))
-    rows = sorted(result.rows, key=lambda r: r["seq"])
-    ok_times = [r["init_ms"] for r in rows if r.get("init_ms") is not None]
-    top = max(ok_times, default=1.0) * 1.25
-    for i, mode in enumerate(dict.fromkeys(r["mode"] for r in rows)):
-        mine = [r for r in rows if r["mode"] == mode]
-        ok = [r for r in mine if r["verdict"] == "ok" and r.get("init_ms") is not None]
-        colour = MODE_PALETTE[i % len(MODE_PALETTE)]
-        ax.plot([r["seq"] for r in ok], [r["init_ms"] for r in ok], color=colour, marker="o", ms=3.5,
-                lw=0.8, label=f"{mode}: init time, ok rounds ({len(ok)} of {len(mine)})")
-        ax.axvspan(mine[0]["seq"] - 0.5, mine[-1]["seq"] + 0.5, color=colour, alpha=0.07, lw=0)
-        ax.annotate(mode, (mine[0]["seq"] - 0.5, 1.0), xycoords=("data", "axes fraction"), va="top", fontsize=8,
-                    color=colour, fontweight="bold", xytext=(3, -3), textcoords="offset points")
-    others = sorted({r["verdict"] for r in rows} - set(VERDICT_STYLE) - {"ok"})  # verdicts added later
-    for verdict, (marker, colour) in [*VERDICT_STYLE.items(), *((v, ("*", "#888888")) for v in others)]:
-        bad = [r for r in rows if r["verdict"] == verdict]
-        if bad:  # a failed init may have no time at all (a hang): drawn on the top line
-            ax.scatter([r["seq"] for r in bad], [r["init_ms"] if r.get("init_ms") is not None else top for r in bad],
-                       marker=marker, color=colour, edgecolors="#1a1a1a", linewidths=0.5, s=45, zorder=3,
-                       label=f"{verdict} ({len(bad)})")
-    if len(ok_times) < len(rows):
-        ax.axhline(top, color="#888888", lw=0.6, ls=":")
-        ax.annotate("failed before an init time", (1.0, top), xycoords=("axes fraction", "data"), fontsize=7,
-                    ha="right", va="bottom", color="#555555", xytext=(-3, 2), textcoords="offset points")
-    ax.set_ylim(0, top * 1.12)
-    ax.set_xlabel("round (in run order)")
-    ax.set_ylabel("init time, slowest rank (ms)")
-    ax.set_title(f"stress timeline: {result.path.name}\n{result.title()}")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path)
-
-
 # --- comparison -------------------------------------------------------------------------------
 _VERDICT_MARK = {"regression": ("v", "#D55E00"), "improvement": ("^", "#009E73")}
 

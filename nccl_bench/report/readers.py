@@ -192,6 +192,16 @@ def _check_rows(given: str, kind: str, rows, key: str = "rows") -> None:
                 value = value[part]
 
 
+def slim(row: dict) -> dict:
+    """A journal round as the report needs it: every rank's record dropped (a soak's journal holds
+    millions of them), the resource samples kept as {rank: sample}."""
+    out = {k: v for k, v in row.items() if k != "ranks"}
+    samples = {rec["rank"]: rec["sample"] for rec in row.get("ranks") or [] if rec and rec.get("sample")}
+    if samples:
+        out["samples"] = samples
+    return out
+
+
 def _journal(path: Path, given: str, head: dict, text: str) -> Result:
     schema = head.get("schema")
     if not isinstance(schema, str) or not schema.startswith("nccl_bench.stress.journal/"):
@@ -204,7 +214,7 @@ def _journal(path: Path, given: str, head: dict, text: str) -> Result:
         if not isinstance(obj, dict):
             damaged.append(n)  # cut by a kill: the journal's own rule is to skip it, and we say so
             continue
-        (rows if obj.get("type") == "round" else notes).append(obj)
+        (rows if obj.get("type") == "round" else notes).append(slim(obj) if obj.get("type") == "round" else obj)
     if not rows:
         raise UsageError(f"{given}: a stress journal with no complete round (nothing to report)")
     _check_rows(given, "stress", rows)
