@@ -1,5 +1,7 @@
-"""`accept`: is this node fit to join the fleet? doctor, bandwidth, init and a short stress,
-each judged against a hardware profile (nccl_bench/health/profiles/*.json), with JSON and JUnit.
+"""`accept`: is this node fit to join the fleet? doctor, bandwidth, per-GPU copies, init and a short
+stress, each judged against a profile: a built-in one for a known machine type
+(nccl_bench/health/profiles/*.json), else one derived from what the node reports (health.derive),
+or a golden node's (`--profile FILE` written by `--record-baseline FILE`); JSON and JUnit.
 
 Each step is its own bounded job (nccl_bench.job.jobs), so a hang in one step is recorded as
 that step's failure and the others still run. Error counters are read before and after
@@ -11,7 +13,8 @@ import sys
 from dataclasses import dataclass
 
 
-from nccl_bench.health import gpu, junit, profiles, verdicts
+from nccl_bench.health import derive, gpu, junit, profiles, topology, verdicts
+from nccl_bench.health import golden as golden_mod
 from nccl_bench.engine import benchfile
 from nccl_bench.core import launch, results, stats, sysinfo
 from nccl_bench.job.cli import Parser
@@ -31,6 +34,8 @@ class AcceptOptions:
     stress_rounds: int = 20
     step_timeout: float = 300.0  # seconds for each step's job
     locate: bool = False  # on FAIL, run `locate` to name the GPU, link or node
+    margin: float = 0.85  # a derived profile's floors: this x the expectation
+    record_baseline: str | None = None  # write the run as a golden node's profile here
 
     def __post_init__(self):
         self.backend = check_backend(self.backend or default_backend())
@@ -41,7 +46,10 @@ class AcceptOptions:
             raise UsageError(f"--step-timeout must be above 0 seconds, got {self.step_timeout:g}")
         if self.nranks is not None and self.nranks < 1:
             raise UsageError(f"--nranks must be >= 1, got {self.nranks}")
+        if not 0 < self.margin <= 1:
+            raise UsageError(f"--margin must be in (0, 1], got {self.margin:g}")
         results.check_writable(self.json)
+        results.check_writable(self.record_baseline, "--record-baseline")
         junit.check_writable(self.junit)
 
     def job_args(self) -> list[str]:
@@ -59,6 +67,11 @@ def parser() -> Parser:
     p.add_argument("--stress-rounds", type=int, default=20, help="short scoped stress rounds (default 20)")
     p.add_argument("--step-timeout", type=float, default=300.0, help="seconds allowed per step (default 300)")
     p.add_argument("--locate", action="store_true", help="when accept fails, run locate: which GPU, link or node")
+    p.add_argument("--margin", type=float, default=0.85,
+                   help="derived profile: floors are this x what the hardware should reach (default 0.85)")
+    p.add_argument("--record-baseline", metavar="FILE", default=None,
+                   help="this node is known good: write what it measured (with each point's spread over 3 "
+                        "cycles) as a profile FILE, to judge other nodes with --profile FILE")
     return p
 
 
@@ -69,15 +82,35 @@ def step_doctor(o: AcceptOptions) -> dict:
 
 
 def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
+    """busbw per (collective, size) (the median over cycles: 3 when recording a baseline, for the spread)."""
     names = sorted({f.collective for f in profile.busbw} | {"all_reduce"})
     top = max([f.bytes for f in profile.busbw] + [8])
+    cycles = 3 if o.record_baseline else 1
     doc = run_json(["nccl_bench", "bench", *o.job_args(), "--collective", ",".join(names), "-b", "8",
-                    "-e", str(top), "-f", "2", "-n", "20", "-w", "5", "-c", "1"], o.step_timeout, ok_codes=(0, 1))
+                    "-e", str(top), "-f", "2", "-n", "20", "-w", "5", "-c", "1", "-N", str(cycles)],
+                   o.step_timeout, ok_codes=(0, 1))
     rows = benchfile.rows(doc)
-    busbw = {(r["collective"], r["size"]): r["out_of_place"]["bus_bw"] for r in rows}
+    per = {}
+    for r in rows:
+        per.setdefault((r["collective"], r["size"]), []).append(r)
+    busbw = {k: stats.percentile([r["out_of_place"]["bus_bw"] for r in v], 0.5) for k, v in per.items()}
+    spread = {k: (v[0].get("spread_pct") or {}).get("out_of_place") for k, v in per.items()}
     eight = [r["out_of_place"]["time"] for r in rows if r["collective"] == "all_reduce" and r["size"] == 8]
     wrong = sum((r[p].get("nwrong") or 0) for r in rows for p in ("out_of_place", "in_place"))
-    return {"busbw": busbw, "wrong": wrong, **({"latency_us_8B": min(eight)} if eight else {})}
+    return {"busbw": busbw, "busbw_spread_pct": spread, "wrong": wrong,
+            **({"latency_us_8B": stats.percentile(eight, 0.5)} if eight else {})}
+
+
+def step_copies(o: AcceptOptions) -> dict:
+    """Every local GPU's device, host-to-device and device-to-host copy; the slowest GPU's counts."""
+    doc = run_json(["nccl_bench.engine.copies"], o.step_timeout)
+    rows = doc["rows"]
+    out = {"copy_GBps": {}, "copy_rows": rows}
+    for key in ("device", "h2d", "d2h"):
+        worst = min(rows, key=lambda r: r[f"{key}_GBps"])
+        out["copy_GBps"][f"{key}_GBps"] = worst[f"{key}_GBps"]
+        out["copy_GBps"][f"{key}_gpu"] = worst["gpu"]
+    return out
 
 
 def step_init(o: AcceptOptions) -> dict:
@@ -99,8 +132,11 @@ def step_stress(o: AcceptOptions) -> dict:
 
 def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[dict]]:
     m, steps = {"counters_before": gpu.read_counters()}, []
-    for name, fn in (("doctor", lambda: step_doctor(o)), ("bench", lambda: step_bench(o, profile)),
-                     ("init", lambda: step_init(o)), ("stress", lambda: step_stress(o))):
+    todo = [("doctor", lambda: step_doctor(o)), ("bench", lambda: step_bench(o, profile))]
+    if o.backend != "gloo" and (profile.copy_min_GBps or o.record_baseline):
+        todo.append(("copies", lambda: step_copies(o)))
+    todo += [("init", lambda: step_init(o)), ("stress", lambda: step_stress(o))]
+    for name, fn in todo:
         print(f"accept: {name} ...", flush=True)
         try:
             m.update(fn())
@@ -124,10 +160,18 @@ def main(argv: list[str]) -> int:
         raise UsageError("accept starts its own jobs on this node: run it without torchrun/srun/mpirun")
     o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
                       init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
-                      locate=a.locate)
-    profile = profiles.choose(o.profile, o.backend, profiles.detected_gpu_names())
-    print(f"accept: profile {profile.name} ({profile.description}), backend {o.backend}, "
-          f"{o.nranks or (gpu_count() if o.backend != 'gloo' else 2)} rank(s)", flush=True)
+                      locate=a.locate, margin=a.margin, record_baseline=a.record_baseline)
+    facts = topology.read() if o.backend != "gloo" else None
+    names = profiles.detected_gpu_names()
+    profile = profiles.choose(o.profile, o.backend, names, facts, o.margin)
+    nranks = o.nranks or (gpu_count() if o.backend != "gloo" else 2)
+    print(f"accept: profile {profile.name} ({profile.origin}), backend {o.backend}, {nranks} rank(s)", flush=True)
+    if profile.origin == "derived":
+        print(f"accept: no built-in profile for {len(names)} x {names[0] if names else '?'}; derived from the node: "
+              f"{derive.assumed(facts)}; floors = expected x {o.margin:g}", flush=True)
+    if nranks < 2:
+        print("accept: pair checks skipped: one rank has no peer (busbw is 0 by nccl-tests' formula with one "
+              "rank); judged instead: the GPU's copies, 8-byte latency, init and stress", flush=True)
     m, steps = run_steps(o, profile)
     judged = step_verdicts(steps) + verdicts.judge(profile, m)
     print(verdicts.table(judged))
@@ -138,18 +182,36 @@ def main(argv: list[str]) -> int:
     if o.json:
         rows = [v.as_dict() for v in judged]
         meas = {k: ({f"{c}:{b}": x for (c, b), x in v.items()} if k == "busbw" else v) for k, v in m.items()}
-        meta = {**sysinfo.collect(o.backend), "profile": profile.name, "steps": steps, "measurements": meas,
-                "verdict": "PASS" if ok else "FAIL"}
+        meas.pop("busbw_spread_pct", None)
+        meta = {**sysinfo.collect(o.backend), "profile": profile.name, "profile_origin": profile.origin,
+                "profile_doc": profiles.to_doc(profile), "facts": facts.as_dict() if facts else None,
+                "steps": steps, "measurements": meas, "verdict": "PASS" if ok else "FAIL"}
         print(f"wrote {results.write('accept', rows, meta, o.json)}")
     if o.junit:
         doctor_rows = m.get("doctor", [])
         suites = ([junit.suite_from_checks("doctor", doctor_rows)] if doctor_rows else []) + [
             junit.suite_from_verdicts(f"accept.{profile.name}", judged)]
         print(f"wrote {junit.write(o.junit, *suites)}")
-    print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name}")
+    print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name} ({profile.origin})")
+    if o.record_baseline:
+        write_baseline(o, m, names, facts)
     if not ok and o.locate:
         step_locate(o, profile)
     return 0 if ok else EXIT_FAILED
+
+
+def write_baseline(o: AcceptOptions, m: dict, names: list[str], facts) -> None:
+    """This run as a golden node's profile (health.golden), written whole, never over a file."""
+    import json
+    import socket
+    spreads = {k: v for k, v in (m.get("busbw_spread_pct") or {}).items() if v is not None}
+    golden = golden_mod.record(m, spreads, o.backend, names if o.backend != "gloo" else [], socket.gethostname(),
+                               facts.nvls if facts else None)
+    with open(o.record_baseline, "x") as f:
+        json.dump(profiles.to_doc(golden), f, indent=1)
+        f.write("\n")
+    print(f"accept: baseline profile {golden.name} written to {o.record_baseline} ({len(golden.busbw)} busbw floors"
+          f"{', copies' if golden.copy_min_GBps else ''}); judge other nodes with --profile {o.record_baseline}")
 
 
 def step_locate(o: AcceptOptions, profile: profiles.Profile) -> None:

@@ -105,6 +105,8 @@ def worker(o: LocateOptions):
         if S.FAKE_NODES_ENV in os.environ:
             local = [sum(1 for q in range(r) if nodes[q] == nodes[r]) for r in range(n)]
         links = _links() if gpu else {}
+        if n < 2:
+            return single_rank(o, job, gpu, counters_before, nodes, local)
 
         def send_delay(src, dst):
             return inject["slow_send"].get(src, 0.0) + inject["slow_pair"].get(tuple(sorted((src, dst))), 0.0)
@@ -151,6 +153,32 @@ def worker(o: LocateOptions):
             return report(o, job, rows, steps, found, checks, nodes, local, why)
         return EXIT_FAILED if found else 0
     return run
+
+
+def single_rank(o: LocateOptions, job, gpu: bool, counters_before: dict, nodes, local) -> int:
+    """One rank: no pair and no half to compare, so the GPU is checked on its own: its copies (device,
+    host to device, device to host) and its error counters, numbers in the JSON."""
+    print("locate: pairs and halves need two ranks or more; this run has one: checking its GPU on its own",
+          flush=True)
+    check = {"gpu": S.gpu_check(job.ident.local_rank) if gpu else {"copy_GBps": None, "why": "no GPU (gloo)"},
+             "counters": S.counter_changes(counters_before, _counters(job)) if gpu else {}}
+    g = check["gpu"]
+    if g.get("copy_GBps"):
+        print(f"GPU {job.ident.local_rank}: device copy {g['copy_GBps']:.0f} GB/s, host to device "
+              f"{g['h2d_GBps']:.1f} GB/s, device to host {g['d2h_GBps']:.1f} GB/s; error counters grew: "
+              + (", ".join(f"{k} +{v}" for k, v in check["counters"].items()) or "none"), flush=True)
+    found = [{"what": "gpu", "ranks": [0], "who": S.where(0, nodes, local),
+              "evidence": [f"{k} +{v:,} during the run" for k, v in check["counters"].items()]}] \
+        if check["counters"] else []
+    meta = {**sysinfo.collect(o.job.backend, sorted(set(nodes))), "nodes": nodes, "local_ranks": local,
+            "bytes": o.nbytes, "fraction": o.fraction, "floor_GBps": o.floor_GBps, "bisection": [],
+            "bisection_why": "one rank: nothing to bisect", "suspects": found, "checks": [check],
+            "single_rank": True, "verdict": "SUSPECTS" if found else "HEALTHY"}
+    path = results.write("locate", [], meta, o.json)
+    for s in found:
+        print(f"SUSPECT {s['who']}: " + "; ".join(s["evidence"]))
+    print(f"locate: {'no suspect' if not found else f'{len(found)} suspect(s)'} (one rank); {path}")
+    return EXIT_FAILED if found else 0
 
 
 def _counters(job) -> dict:

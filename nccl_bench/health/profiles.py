@@ -12,8 +12,13 @@ A profile file (see profiles/h200x2.json) holds:
   wrong_max              int   wrong elements allowed in checked results (0)
   stress_failures_max    int   failed rounds allowed in the short stress run (0)
   counters_max_increase  obj   counter name (health.gpu.COUNTERS) -> allowed increase during accept
+  origin                 str   built-in | derived | baseline: where the floors come from (optional)
+  copy_min_GBps          obj   per-GPU copy floors {device, h2d, d2h} in GB/s (optional)
+  derivation             obj   how the floors were made: inputs, formula, spread (derived, baseline)
 
-Every field is checked on load; a bad one is a UsageError naming the file and the field.
+match may also hold nvls (bool): the profile fits only with NVLink SHARP on (true) or off (false).
+busbw_min_GBps may be empty: one GPU has no collective to judge. Every field is checked on load;
+a bad one is a UsageError naming the file and the field. `to_doc` writes a profile back.
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ from nccl_bench.health.gpu import COUNTERS
 BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 BACKENDS = ("nccl", "torch", "gloo")
+ORIGINS = ("built-in", "derived", "baseline")
+COPIES = ("device", "h2d", "d2h")
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,12 @@ class Match:
     backends: tuple[str, ...]
     gpu_model: str | None = None
     gpu_count: int | None = None
+    nvls: bool | None = None
 
-    def fits(self, backend: str, gpu_names: list[str]) -> bool:
+    def fits(self, backend: str, gpu_names: list[str], nvls: bool | None = None) -> bool:
         if backend not in self.backends:
+            return False
+        if self.nvls is not None and nvls is not None and self.nvls != nvls:
             return False
         if self.gpu_count is not None and len(gpu_names) != self.gpu_count:
             return False
@@ -65,6 +75,9 @@ class Profile:
     description: str = ""
     source: str = ""
     path: str = ""
+    origin: str = "built-in"
+    copy_min_GBps: dict = field(default_factory=dict)
+    derivation: dict = field(default_factory=dict)
 
     def sizes(self, collective: str) -> list[int]:
         """Message sizes (bytes) accept must measure for `collective`."""
@@ -96,6 +109,8 @@ class _Fields:
               "posint": isinstance(v, int) and not isinstance(v, bool) and v > 0,
               "num": isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
               "list": isinstance(v, list) and len(v) > 0,
+              "list0": isinstance(v, list),
+              "bool": isinstance(v, bool),
               "obj": isinstance(v, dict)}[kind]
         if not ok:
             raise self.bad(key, want, v)
@@ -109,7 +124,7 @@ class _Fields:
 
 
 TOP_FIELDS = ("name", "description", "source", "match", "busbw_min_GBps", "latency_8B_max_us", "init_max_ms",
-              "wrong_max", "stress_failures_max", "counters_max_increase")
+              "wrong_max", "stress_failures_max", "counters_max_increase", "origin", "copy_min_GBps", "derivation")
 
 
 def parse(doc, where: str) -> Profile:
@@ -119,15 +134,16 @@ def parse(doc, where: str) -> Profile:
     f = _Fields(doc, where)
     f.no_extras(TOP_FIELDS)
     m = _Fields(f.get("match", "obj", "an object {backends, gpu_model, gpu_count}"), where, "match.")
-    m.no_extras(("backends", "gpu_model", "gpu_count"))
+    m.no_extras(("backends", "gpu_model", "gpu_count", "nvls"))
     backends = m.get("backends", "list", f"a non-empty list of {', '.join(BACKENDS)}")
     for i, b in enumerate(backends):
         if b not in BACKENDS:
             raise m.bad(f"backends[{i}]", f"one of {', '.join(BACKENDS)}", b)
     match = Match(tuple(backends), m.get("gpu_model", "str", "a GPU model name", optional=True),
-                  m.get("gpu_count", "posint", "a positive integer", optional=True))
+                  m.get("gpu_count", "posint", "a positive integer", optional=True),
+                  m.get("nvls", "bool", "true or false", optional=True))
     floors = []
-    for i, row in enumerate(f.get("busbw_min_GBps", "list", "a non-empty list of {collective, bytes, min}")):
+    for i, row in enumerate(f.get("busbw_min_GBps", "list0", "a list of {collective, bytes, min}")):
         r = _Fields(row if isinstance(row, dict) else {}, where, f"busbw_min_GBps[{i}].")
         if not isinstance(row, dict):
             raise f.bad(f"busbw_min_GBps[{i}]", "an object {collective, bytes, min}", row)
@@ -142,6 +158,14 @@ def parse(doc, where: str) -> Profile:
     c.no_extras(COUNTERS)
     for k in counters:
         c.get(k, "int", "an integer >= 0")
+    origin = f.get("origin", "str", f"one of {', '.join(ORIGINS)}", optional=True, default="built-in")
+    if origin not in ORIGINS:
+        raise f.bad("origin", f"one of {', '.join(ORIGINS)}", origin)
+    copies = f.get("copy_min_GBps", "obj", "an object {device, h2d, d2h} of GB/s", optional=True, default={})
+    cp = _Fields(copies, where, "copy_min_GBps.")
+    cp.no_extras(COPIES)
+    for k in copies:
+        cp.get(k, "num", "a number of GB/s above 0")
     return Profile(
         name=f.get("name", "str", "a non-empty string"), match=match, busbw=tuple(floors),
         latency_8B_max_us=float(f.get("latency_8B_max_us", "num", "a number of microseconds above 0")),
@@ -150,7 +174,27 @@ def parse(doc, where: str) -> Profile:
         stress_failures_max=f.get("stress_failures_max", "int", "an integer >= 0"),
         counters_max_increase=dict(counters),
         description=f.get("description", "str", "a string", optional=True, default=""),
-        source=f.get("source", "str", "a string", optional=True, default=""), path=where)
+        source=f.get("source", "str", "a string", optional=True, default=""), path=where, origin=origin,
+        copy_min_GBps={k: float(v) for k, v in copies.items()},
+        derivation=f.get("derivation", "obj", "an object", optional=True, default={}))
+
+
+def to_doc(p: Profile) -> dict:
+    """The profile as its JSON file holds it (parse(to_doc(p)) gives p back)."""
+    match = {"backends": list(p.match.backends)}
+    for k in ("gpu_model", "gpu_count", "nvls"):
+        if getattr(p.match, k) is not None:
+            match[k] = getattr(p.match, k)
+    doc = {"name": p.name, "description": p.description or "-", "source": p.source or "-", "origin": p.origin,
+           "match": match, "busbw_min_GBps": [{"collective": f.collective, "bytes": f.bytes, "min": f.min_GBps}
+                                              for f in p.busbw],
+           "latency_8B_max_us": p.latency_8B_max_us, "init_max_ms": p.init_max_ms, "wrong_max": p.wrong_max,
+           "stress_failures_max": p.stress_failures_max, "counters_max_increase": dict(p.counters_max_increase)}
+    if p.copy_min_GBps:
+        doc["copy_min_GBps"] = dict(p.copy_min_GBps)
+    if p.derivation:
+        doc["derivation"] = p.derivation
+    return doc
 
 
 def load_file(path: str | Path) -> Profile:
@@ -180,17 +224,23 @@ def load(spec: str) -> Profile:
     return load_file(BUILTIN_DIR / f"{spec}.json")
 
 
-def choose(spec: str | None, backend: str, gpu_names: list[str]) -> Profile:
-    """The profile named by --profile, else the built-in one matching this backend and these GPUs."""
+def choose(spec: str | None, backend: str, gpu_names: list[str], facts=None, margin: float | None = None) -> Profile:
+    """The profile named by --profile; else the built-in one matching this backend, these GPUs and NVLS;
+    else one derived from the node's facts (health.derive); UsageError only where none can be had."""
     if spec:
         return load(spec)
-    fits = [p for p in map(load, builtin_names()) if p.match.fits(backend, gpu_names)]
+    from nccl_bench.health.topology import nvls_enabled
+    nvls = facts.nvls if facts is not None else nvls_enabled()
+    fits = [p for p in map(load, builtin_names()) if p.match.fits(backend, gpu_names, nvls)]
     if len(fits) == 1:
         return fits[0]
     hw = f"{len(gpu_names)} x {gpu_names[0]}" if gpu_names else "no GPUs"
+    if not fits and facts is not None and backend in ("nccl", "torch"):
+        from nccl_bench.health.derive import MARGIN, derive  # derive builds on this module
+        return derive(facts, (backend,), MARGIN if margin is None else margin)
     if not fits:
-        raise UsageError(f"no built-in profile for backend {backend} on {hw} (built in: {', '.join(builtin_names())}); "
-                         f"pass one with --profile NAME|PATH (format: {BUILTIN_DIR / 'h200x2.json'})")
+        raise UsageError(f"no built-in profile for backend {backend} on {hw} and no GPU facts to derive one from "
+                         f"(built in: {', '.join(builtin_names())}); pass one with --profile NAME|PATH")
     raise UsageError(f"several profiles fit backend {backend} on {hw}: {', '.join(p.name for p in fits)}; "
                      "choose one with --profile NAME")
 

@@ -129,22 +129,15 @@ def add_bisection(found: list[dict], steps: list[dict], group: list[int] | None,
     return found
 
 
-def gpu_check(local_rank: int, seconds: float = 0.5) -> dict:
-    """Device-local copy bandwidth of this rank's GPU (GB/s, read + write), for a suspect."""
+def gpu_check(local_rank: int) -> dict:
+    """This rank's GPU on its own: device copy bandwidth (GB/s, read + write) and its host copies over
+    PCIe (nccl_bench.engine.copies), for a suspect or for a node of one GPU."""
     import torch
     if not torch.cuda.is_available():
         return {"copy_GBps": None, "why": "no GPU"}
-    dev = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
-    a = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-    b = torch.empty_like(a)
-    b.copy_(a)
-    torch.cuda.synchronize(dev)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        b.copy_(a)
-        n += 1
-        torch.cuda.synchronize(dev)
-    return {"copy_GBps": 2 * a.numel() * n / (time.perf_counter() - t0) / 1e9}
+    from nccl_bench.engine.copies import measure
+    got = measure(local_rank % max(torch.cuda.device_count(), 1), 256 << 20)
+    return {"copy_GBps": got["device_GBps"], "h2d_GBps": got["h2d_GBps"], "d2h_GBps": got["d2h_GBps"]}
 
 
 def counter_changes(before: dict, after: dict) -> dict:

@@ -13,6 +13,7 @@ how they were taken:
       "counters_before": {"gpu0/nvlink_crc": 0, ...},  # health.read_counters() before the runs
       "counters_after":  {"gpu0/nvlink_crc": 0, ...},  # ... and after
       "doctor": [check dicts],       # optional: health checks; any "fail" fails the verdict
+      "copy_GBps": {"device_GBps": 2900, "device_gpu": 3, "h2d_GBps": ..., ...},  # slowest GPU's copies
     }
 
 In JSON (`load_measurements`), "busbw" may instead be a list of rows
@@ -114,6 +115,17 @@ def judge(profile: Profile, m: dict) -> list[Verdict]:
             out.append(Verdict(check, "fail", None, required, "this size was not measured"))
         else:
             out.append(Verdict(check, "pass" if got >= f.min_GBps else "fail", got, required))
+    copies = m.get("copy_GBps")
+    for key, floor in profile.copy_min_GBps.items():
+        check, required = f"copy {key}", f">= {_fmt(floor)} GB/s"
+        got = (copies or {}).get(f"{key}_GBps")
+        if copies is None:
+            out.append(Verdict(check, "skip", None, required, "not measured in this run"))
+        elif got is None:
+            out.append(Verdict(check, "fail", None, required, "not measured"))
+        else:
+            out.append(Verdict(check, "pass" if got >= floor else "fail", round(got, 1), required,
+                               f"slowest: GPU {copies.get(f'{key}_gpu')}"))
     out.append(_at_most("latency all_reduce 8 B", m.get("latency_us_8B"), profile.latency_8B_max_us, " us",
                         "latency_us_8B" in m))
     out.append(_at_most("init median", m.get("init_ms_p50"), profile.init_max_ms, " ms", "init_ms_p50" in m))

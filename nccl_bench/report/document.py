@@ -11,7 +11,7 @@ from tabulate import tabulate
 from nccl_bench.core.sysinfo import git_sha
 from nccl_bench.report import compare
 
-KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept")
+KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate")
 COMPARABLE = ("bench", "init", "stress", "asv")
 BENCH_DETAIL_ROWS = 400  # full per-size tables fold away; beyond this many rows, only the summary
 
@@ -206,7 +206,16 @@ class Report:
         self._generic("Preflight health (doctor)", results)
 
     def section_accept(self, results) -> None:
-        self._generic("Acceptance verdicts (accept)", results)
+        from nccl_bench.report.nodes import accept_lines
+        self.add("## Acceptance verdicts (accept)", "")
+        for res in results:
+            self.add(*accept_lines(res, md_table))
+
+    def section_locate(self, results) -> None:
+        from nccl_bench.report.nodes import locate_lines
+        self.add("## Suspects (locate)", "")
+        for res in results:
+            self.add(*locate_lines(res, md_table, self.out))
 
     def _generic(self, title: str, results) -> None:
         self.add(f"## {title}", "")

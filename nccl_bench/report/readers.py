@@ -29,8 +29,10 @@ ROW_FIELDS = {
     "stress-summary": ("mode", "rounds", "ok"),
     "doctor": (),
     "accept": (),
+    "locate": ("src", "dst", "busbw"),
 }
 KINDS = tuple(ROW_FIELDS) + ("asv",)
+EMPTY_OK = ("locate",)  # one rank: no pair rows, the per-GPU check in the metadata
 
 
 @dataclass
@@ -181,7 +183,7 @@ def _json(text: str):
 def _check_rows(given: str, kind: str, rows, key: str = "rows") -> None:
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise UsageError(f"{given}: '{key}' is not a list of objects")
-    if not rows:
+    if not rows and kind not in EMPTY_OK:
         raise UsageError(f"{given}: a {kind} result with no rows (nothing to report)")
     for i, row in enumerate(rows):
         for name in ROW_FIELDS[kind]:
