@@ -6,9 +6,11 @@ from helpers import one_line_error, run
 
 
 def test_accept_gloo_end_to_end(tmp_path):
-    out, xml = tmp_path / "accept.json", tmp_path / "accept.xml"
+    """... recording this node as a golden one: its profile judges its own measurements as PASS."""
+    out, xml, golden = tmp_path / "accept.json", tmp_path / "accept.xml", tmp_path / "golden.json"
     proc = run(["-m", "nccl_bench", "accept", "--backend", "gloo", "--profile", "gloo-cpu", "--init-rounds", "3",
-                "--stress-rounds", "4", "--json", str(out), "--junit", str(xml)], timeout=400)
+                "--stress-rounds", "4", "--json", str(out), "--junit", str(xml), "--record-baseline", str(golden)],
+               timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "accept PASS against profile gloo-cpu" in proc.stdout
     doc = json.loads(out.read_text())
@@ -20,6 +22,18 @@ def test_accept_gloo_end_to_end(tmp_path):
     assert root.tag == "testsuites"
     names = [c.get("name") for c in root.iter("testcase")]
     assert "busbw all_reduce 1 MiB" in names and int(root.get("failures", 0)) == 0
+    base = json.loads(golden.read_text())
+    assert base["origin"] == "baseline" and base["derivation"]["spread_pct"], base
+    floors = {(f["collective"], f["bytes"]): f["min"] for f in base["busbw_min_GBps"]}
+    got = doc["meta"]["measurements"]["busbw"]
+    for (coll, size), floor in floors.items():  # floor = golden x (1 - 0.05 - spread), spread from 3 cycles
+        tol = base["derivation"]["tolerance"][f"{coll}:{size}"]
+        assert 0.05 <= tol <= 0.5 and abs(floor - got[f"{coll}:{size}"] * (1 - tol)) < 0.01
+    meas = tmp_path / "m.json"
+    meas.write_text(json.dumps({k: doc["meta"]["measurements"][k] for k in ("busbw", "latency_us_8B", "init_ms_p50",
+                                                                           "wrong", "stress_failures")}))
+    judged = run(["-m", "nccl_bench.health.verdicts", str(meas), "--profile", str(golden)])
+    assert judged.returncode == 0 and "PASS against profile baseline-" in judged.stdout, judged.stdout
 
 
 def test_accept_unknown_profile_is_exit_2():

@@ -90,3 +90,14 @@ def test_accept_locate_runs_locate_when_accept_fails(tmp_path):
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "accept FAIL against profile impossible" in proc.stdout and "accept: locate ..." in proc.stdout
     assert "SUSPECT ranks 0, 1: bisection (world all_reduce" in proc.stdout and "< profile floor 1e+06" in proc.stdout
+
+
+def test_one_rank_says_pairs_need_two_and_checks_its_gpu(tmp_path):
+    out = tmp_path / "one.json"
+    proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "1", "--json", str(out)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = [line for line in proc.stdout.splitlines() if "need two ranks" in line]
+    assert len(said) == 1 and "Traceback" not in proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["single_rank"] and doc["meta"]["verdict"] == "HEALTHY" and doc["rows"] == []
+    assert doc["meta"]["checks"][0]["gpu"]["why"].startswith("no GPU")

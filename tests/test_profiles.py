@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.health import profiles, verdicts
+from nccl_bench.health import profiles, selection, verdicts
 from nccl_bench.core.errors import UsageError
 
 ANCHORS = REPO / "tests" / "gpu" / "anchors"  # the committed copy of ../shared/anchors
@@ -25,19 +25,18 @@ def doc(**changes):
 
 def test_builtins_load_and_are_chosen_by_hardware():
     assert {"h200x2", "gloo-cpu"} <= set(profiles.builtin_names())
-    assert profiles.choose(None, "nccl", H200).name == "h200x2"
-    assert profiles.choose(None, "torch", H200).name == "h200x2"
-    assert profiles.choose(None, "gloo", []).name == "gloo-cpu"
-    assert profiles.choose(None, "gloo", H200).name == "gloo-cpu"
-    assert profiles.choose("h200x2", "gloo", []).name == "h200x2"  # --profile wins
+    assert selection.choose(None, "nccl", H200).name == "h200x2"
+    assert selection.choose(None, "torch", H200).name == "h200x2"
+    assert selection.choose(None, "gloo", []).name == "gloo-cpu"
+    assert selection.choose(None, "gloo", H200).name == "gloo-cpu"
+    assert selection.choose("h200x2", "gloo", []).name == "h200x2"  # --profile wins
     assert profiles.load("h200x2").sizes("all_reduce") == [2**24, 2**27, 2**30]
 
 
-def test_no_profile_for_this_hardware_says_how_to_pass_one():
-    with pytest.raises(UsageError, match=r"no built-in profile .* 8 x NVIDIA A100.*--profile NAME\|PATH"):
-        profiles.choose(None, "nccl", ["NVIDIA A100-SXM4-80GB"] * 8)
-    with pytest.raises(UsageError, match="no built-in profile"):
-        profiles.choose(None, "nccl", ["NVIDIA H200"] * 4)
+def test_no_profile_and_no_facts_says_how_to_pass_one():
+    with pytest.raises(UsageError, match=r"no built-in profile .* 4 x NVIDIA H200 and no GPU facts.*--profile NAME\|PATH"):
+        selection.choose(None, "nccl", ["NVIDIA H200"] * 4)
+    assert selection.choose(None, "nccl", ["NVIDIA A100-SXM4-80GB"] * 8).name == "a100x8"
 
 
 @pytest.mark.parametrize("changes,needle", [

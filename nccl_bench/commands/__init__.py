@@ -1,4 +1,4 @@
-"""commands: one module per command (bench, init, accept, doctor, info, smoke, report) and
+"""commands: one module per command (bench, init, accept, doctor, locate, fleet, info, smoke, report) and
 the asv suite's logic; each parses its options and delegates. This file is the table of
 commands: name -> module with main(argv), imported lazily. May import every other folder;
 nothing imports it."""
@@ -17,6 +17,7 @@ COMMANDS = {
     "accept": ("nccl_bench.commands.accept", "doctor + bandwidth + init + short stress judged by a hardware profile"),
     "doctor": ("nccl_bench.commands.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
     "locate": ("nccl_bench.commands.locate", "name the GPU, link or node that drags collectives down: pairs, bisection"),
+    "fleet": ("nccl_bench.commands.fleet", "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
     "report": ("nccl_bench.commands.report", "markdown report with plots from result files; --compare: run-to-run ratios"),
 }
 

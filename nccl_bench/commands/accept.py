@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 
 
-from nccl_bench.health import derive, gpu, junit, profiles, topology, verdicts
+from nccl_bench.health import derive, gpu, junit, profiles, selection, topology, verdicts
 from nccl_bench.health import golden as golden_mod
 from nccl_bench.engine import benchfile
 from nccl_bench.core import launch, results, stats, sysinfo
@@ -162,8 +162,8 @@ def main(argv: list[str]) -> int:
                       init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
                       locate=a.locate, margin=a.margin, record_baseline=a.record_baseline)
     facts = topology.read() if o.backend != "gloo" else None
-    names = profiles.detected_gpu_names()
-    profile = profiles.choose(o.profile, o.backend, names, facts, o.margin)
+    names = selection.detected_gpu_names()
+    profile = selection.choose(o.profile, o.backend, names, facts, o.margin)
     nranks = o.nranks or (gpu_count() if o.backend != "gloo" else 2)
     print(f"accept: profile {profile.name} ({profile.origin}), backend {o.backend}, {nranks} rank(s)", flush=True)
     if profile.origin == "derived":

@@ -83,8 +83,8 @@ def options(argv: list[str]) -> LocateOptions:
 def main(argv: list[str]) -> int:
     o = options(argv)
     if o.profile:
-        from nccl_bench.health import profiles
-        prof = profiles.choose(o.profile, o.job.backend, profiles.detected_gpu_names())
+        from nccl_bench.health import selection
+        prof = selection.choose(o.profile, o.job.backend, selection.detected_gpu_names())
         floors = [f for f in prof.busbw if f.collective == "all_reduce"]
         if floors:
             o.floor_GBps = min(floors, key=lambda f: abs(f.bytes - o.nbytes)).min_GBps

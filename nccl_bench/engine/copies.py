@@ -37,7 +37,6 @@ def measure(device: int, nbytes: int = 512 << 20, repeats: int = 5) -> dict:
         out = {"device_GBps": best(lambda: b.copy_(a), 2 * nbytes),
                "h2d_GBps": best(lambda: a.copy_(host, non_blocking=True), nbytes),
                "d2h_GBps": best(lambda: host.copy_(a, non_blocking=True), nbytes)}
-    del a, b, host
     return out
 
 

@@ -114,6 +114,9 @@ ZERO_COUNTERS = {k: 0 for k in ("ecc_uncorrected_volatile", "ecc_uncorrected_agg
 def assumed(f: NodeFacts, exp: dict | None = None) -> str:
     """The one line on what was assumed: links, transport, bottleneck."""
     exp = exp or expectations(f)
+    if f.gpus < 2:
+        return (f"one GPU (no pair to link), PCIe gen {f.pcie_gen} x{f.pcie_width}: its copies are judged, "
+                f"HBM {hbm_GBps(f.gpu_model) or '?'} GB/s")
     links = (f"NV{f.nvlinks} NVLink {f.nvlink_gen} to NVSwitch" if f.nvswitch else
              f"NV{f.pair_links} NVLink {f.nvlink_gen} between each pair" if f.pair_links else "no NVLink")
     bw = exp["bottleneck_GBps"]

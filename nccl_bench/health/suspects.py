@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 
 FAKE_NODES_ENV = "NCCL_BENCH_FAKE_NODES"  # tests only: "a,a,b,b" per rank, or "4x2" (4 nodes of 2)
 INJECT_ENV = "NCCL_BENCH_LOCATE_INJECT"  # tests only: "slow-send:R:S;slow-pair:A:B:S;corrupt:R"

@@ -52,8 +52,8 @@ EOF
 step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
 step "judge impossible profile" 1 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
 step "judge profile missing a field" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile $OUT/missing_field.json
-step "judge unknown profile" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile a100x8
-python3 -c "from nccl_bench import profiles; print('auto-chosen profile:', profiles.choose(None, 'nccl', profiles.detected_gpu_names()).name)"
+step "judge unknown profile" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile nosuchx8
+python3 -c "from nccl_bench.health import selection, topology; print('auto-chosen profile:', selection.choose(None, 'nccl', selection.detected_gpu_names(), topology.read()).name)"
 
 # JUnit files written above, validated against the XSD in tests/test_junit.py (lxml is on this image).
 python3 - "$OUT" <<'EOF'
