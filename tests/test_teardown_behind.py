@@ -75,7 +75,7 @@ def test_a_destroy_that_fails_behind_the_rounds_fails_its_own_round():
 
 
 def test_options_default_and_refuse():
-    assert StressOptions(JobOptions(backend="gloo")).destroys_in_flight == 4
+    assert StressOptions(JobOptions(backend="gloo")).destroys_in_flight == 8
     assert StressOptions(JobOptions(backend="gloo"), destroys_in_flight=0).destroys_in_flight == 0
     with pytest.raises(UsageError, match="--destroys-in-flight must be >= 0"):
         StressOptions(JobOptions(backend="gloo"), destroys_in_flight=-1)
