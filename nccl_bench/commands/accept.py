@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 
 from nccl_bench.health import derive, gpu, junit, profiles, selection, topology, verdicts
@@ -216,14 +217,21 @@ def write_baseline(o: AcceptOptions, m: dict, names: list[str], facts) -> None:
 
 def step_locate(o: AcceptOptions, profile: profiles.Profile) -> None:
     """After a FAIL: locate's suspects, each with its evidence (locate's own exit 1 means it found some)."""
+    import json
+    import tempfile
     print("accept: locate ...", flush=True)
-    argv = ["nccl_bench", "locate", "--backend", o.backend, "--profile", profile.path or profile.name,
-            *(["--nranks", str(o.nranks)] if o.nranks else [])]
-    try:
-        doc = run_json(argv, o.step_timeout, ok_codes=(0, EXIT_FAILED))
-    except JobFailed as e:
-        print(f"accept: locate failed: {e.reason}", flush=True)
-        return
+    with tempfile.TemporaryDirectory(prefix="nccl_bench_accept_") as tmp:
+        spec = profile.path or profile.name
+        if not profile.path and profile.origin != "built-in":  # a derived profile exists only in memory
+            spec = str(Path(tmp) / f"{profile.name}.json")
+            Path(spec).write_text(json.dumps(profiles.to_doc(profile)))
+        argv = ["nccl_bench", "locate", "--backend", o.backend, "--profile", spec,
+                *(["--nranks", str(o.nranks)] if o.nranks else [])]
+        try:
+            doc = run_json(argv, o.step_timeout, ok_codes=(0, EXIT_FAILED))
+        except JobFailed as e:
+            print(f"accept: locate failed: {e.reason}", flush=True)
+            return
     found = doc["meta"]["suspects"]
     for s in found:
         print(f"SUSPECT {s['who']}: " + "; ".join(s["evidence"]))
