@@ -92,6 +92,8 @@ def test_per_iter_statistics_follow_nccl_tests():
     big = stats.per_iter_summary([float(x) for x in range(200)])
     assert (big["p50_us"], big["p95_us"], big["p99_us"]) == (100, 189, 197)
     assert stats.per_iter_summary([0.0])["cv_pct"] == 0.0
+    tail = stats.per_iter_summary([10.0] * 97 + [20.0, 21.0, 55.0])  # p50 10 us: 20 is not above 2 x, 21 and 55 are
+    assert tail["outliers"] == 2 and big["outliers"] == 0
 
 
 def test_timeout_fails_the_test_with_a_verdict(tmp_path):

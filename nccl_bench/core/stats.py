@@ -41,16 +41,19 @@ def within(a: float, b: float, rel: float, abs_: float) -> bool:
 
 def per_iter_summary(times_us: list[float]) -> dict:
     """nccl-tests' -I statistics of per-iteration times (µs): min, max, avg, p50, p95, p99, population
-    stdev and cv %, with its order statistics: p50 = s[n // 2], pXX = s[min(n - 1, ceil(n * XX / 100) - 1)]."""
+    stdev and cv %, with its order statistics: p50 = s[n // 2], pXX = s[min(n - 1, ceil(n * XX / 100) - 1)];
+    and ours, `outliers`: how many iterations took more than twice p50 (a tail seen without percentiles)."""
     s = sorted(times_us)
     n = len(s)
     if not n:
-        return {k: 0.0 for k in ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")}
+        return {**{k: 0.0 for k in ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us",
+                                    "cv_pct")}, "outliers": 0}
     avg = sum(s) / n
     stdev = math.sqrt(sum((x - avg) ** 2 for x in s) / n)
     rank = lambda q: s[min(n - 1, (n * q + 99) // 100 - 1)]  # noqa: E731
     return {"min_us": s[0], "max_us": s[-1], "avg_us": avg, "p50_us": s[n // 2], "p95_us": rank(95),
-            "p99_us": rank(99), "stdev_us": stdev, "cv_pct": stdev / avg * 100 if avg else 0.0}
+            "p99_us": rank(99), "stdev_us": stdev, "cv_pct": stdev / avg * 100 if avg else 0.0,
+            "outliers": sum(x > 2 * s[n // 2] for x in s)}
 
 
 UNSTABLE_PCT = 10.0  # a point whose repeats differ by more than this is flagged unstable (as pyperf warns)

@@ -6,7 +6,8 @@ from nccl_bench.core.stats import UNSTABLE_PCT
 from nccl_bench.engine.benchfile import totals
 
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
-_PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%"]  # -I: nccl-tests' extra columns per placement
+# -I: nccl-tests' extra columns per placement, then ours: iterations above 2 x p50
+_PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%", "i_>2x"]
 
 
 def table(rows: list[dict], title: str) -> str:
@@ -21,7 +22,8 @@ def table(rows: list[dict], title: str) -> str:
                  "N/A" if m["nwrong"] is None else m["nwrong"]]
         if per_iter:
             i = r[p + "_per_iter"]
-            cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}"]
+            cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}",
+                      str(i.get("outliers", "-"))]
         return cells
     spread = any("spread_pct" in r for r in rows)
     head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
@@ -33,7 +35,8 @@ def table(rows: list[dict], title: str) -> str:
     cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
     time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
     units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
-             + (" i_min i_max i_p99 (us) i_cv%" if per_iter else "") + "  |  in-place: the same")
+             + (" i_min i_max i_p99 (us) i_cv% i_>2x (iterations above 2 x p50)" if per_iter else "")
+             + "  |  in-place: the same")
     notes = [f"# in-place {r['collective']}: timed, not checked (point-to-point in place has no defined "
              "order across processes)" for r in rows[:1] if r["in_place"]["nwrong"] is None
              and r["out_of_place"]["nwrong"] is not None]
