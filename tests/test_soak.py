@@ -25,7 +25,7 @@ def summary(tmp_path) -> dict:
 
 
 def test_a_planted_leak_is_named_at_its_rate_and_only_there(tmp_path):
-    proc = run([*ARGS, "--rounds", "400", "--inject", "leak@0:1=64K", "--fail-on-leak",
+    proc = run([*ARGS, "--rounds", "300", "--inject", "leak@0:1=64K", "--fail-on-leak",
                 "--journal", str(tmp_path / "j.jsonl")], timeout=120)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     leaks = [line for line in proc.stdout.splitlines() if line.startswith("LEAK")]
@@ -36,11 +36,11 @@ def test_a_planted_leak_is_named_at_its_rate_and_only_there(tmp_path):
 
 
 def test_a_clean_run_says_no_leak_and_its_store_stays_flat(tmp_path):
-    proc = run([*ARGS, "--rounds", "400", "--fail-on-leak", "--journal", str(tmp_path / "j.jsonl")], timeout=120)
+    proc = run([*ARGS, "--rounds", "300", "--fail-on-leak", "--journal", str(tmp_path / "j.jsonl")], timeout=120)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "no LEAK" in proc.stdout and "LEAK:" not in proc.stdout, proc.stdout
     keys = [f for f in summary(tmp_path)["leaks"] if f["resource"] == "store_keys"]
-    assert keys and keys[0]["rank"] == 0 and keys[0]["last"] < 200, keys  # a few rounds' keys, not 400
+    assert keys and keys[0]["rank"] == 0 and keys[0]["last"] < 200, keys  # a few rounds' keys, not 300
 
 
 def test_init_leak_check_samples_a_bare_loop(tmp_path):
