@@ -16,7 +16,7 @@ from nccl_bench.core import resources, sysinfo
 from nccl_bench.comm import scenario
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
-from nccl_bench.health.leaks import default_warmup
+from nccl_bench.core.resources import default_warmup
 from stress import baseline, inject, journal, peers, plans
 from stress.behind import Behind, worst
 from stress.diagnose import History, judge

@@ -256,11 +256,10 @@ def leak_worker(opts: JobOptions, check, json_path: str | None):
                 f"all_reduce, destroy; {check.depth or 'no'} destroys in flight), a sample every {check.every}, warm-up {check.warmup} inits")
         trends, counts = leakloop.loop(job, opts.backend, opts.ranks_per_root, opts.timeout, check,
                                        progress=lambda i: job.say(f"  {i}/{check.inits} inits"))
-        got = leakloop.gathered(job, trends, counts, opts.timeout + 60)
-        if got is None:
-            return 0
         watch = LeakWatch(check.warmup, opts.backend)
-        watch.trends, per_rank = got
+        per_rank = leakloop.gathered(job, trends, counts, opts.timeout + 60, into=watch)
+        if per_rank is None:
+            return 0
         findings = watch.findings()
         seconds = max(c["seconds"] for c in per_rank)
         failed = sum(c["failed"] for c in per_rank)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+from nccl_bench.core.streaming import Trend
+
 RESOURCES = ("rss_bytes", "fds", "threads", "gpu_bytes", "shm_bytes", "shm_segments", "store_keys")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _nvml = None  # pynvml once initialised, False when it cannot be
@@ -106,3 +108,34 @@ def sample(device: int | None = None, store=None) -> dict:
     return {"rss_bytes": rss_bytes(), "fds": _count("/proc/self/fd"), "threads": _count("/proc/self/task"),
             "gpu_bytes": gpu_bytes(device), "shm_bytes": shm, "shm_segments": segments,
             "store_keys": store_keys(store)}
+
+
+def default_warmup(planned: int) -> int:
+    """Inits whose samples are left out (allocators and first-init set-up grow, then level off): a
+    fifth of the run, at most 1,000."""
+    return min(1000, planned // 5)
+
+
+class Trends:
+    """Samples folded into one least-squares trend per (rank, resource) after a warm-up: O(ranks x
+    resources) whatever the run's length. Its state travels as JSON (a rank's trends to rank 0)."""
+
+    def __init__(self, warmup: int):
+        self.warmup = warmup
+        self.trends: dict[tuple[int, str], Trend] = {}
+
+    def add(self, rank: int, x: int, sample: dict | None) -> None:
+        """One rank's sample taken after init number `x` (the round's position in the run)."""
+        if not sample or x < self.warmup:
+            return
+        for res in RESOURCES:
+            v = sample.get(res)
+            if v is not None:
+                self.trends.setdefault((rank, res), Trend()).add(x, v)
+
+    def state(self) -> list:
+        return [[rank, res, t.state()] for (rank, res), t in self.trends.items()]
+
+    def merge(self, state: list) -> None:
+        for rank, res, st in state:
+            self.trends[(rank, res)] = Trend.from_state(st)

@@ -17,9 +17,9 @@ from nccl_bench.comm import InitPlan, gpu_count
 from nccl_bench.comm.lifetime import communicator
 from nccl_bench.comm.reaper import Reaper
 from nccl_bench.core import resources
+from nccl_bench.core.resources import Trends, default_warmup
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, UsageError
-from nccl_bench.core.streaming import Trend
 
 
 @dataclass
@@ -37,18 +37,18 @@ class LeakCheckOptions:
             raise UsageError(f"--leak-check must be >= 1 inits, got {self.inits}")
         if self.every < 1:
             raise UsageError(f"--leak-every must be >= 1, got {self.every}")
-        if self.warmup is None:  # as nccl_bench.health.leaks.default_warmup
-            self.warmup = min(1000, self.inits // 5)
+        if self.warmup is None:
+            self.warmup = default_warmup(self.inits)
         if self.warmup < 0:
             raise UsageError(f"--leak-warmup must be >= 0, got {self.warmup}")
 
 
 def loop(job, backend: str, ranks_per_root: int, timeout: float, opts: LeakCheckOptions,
-         progress=None) -> tuple[dict[str, Trend], dict]:
-    """Run the loop on this rank. Returns its trend per resource (samples after the warm-up) and
-    counts {inits, failed, seconds}."""
+         progress=None) -> tuple[Trends, dict]:
+    """Run the loop on this rank. Returns its trends (samples after the warm-up) and counts
+    {inits, failed, seconds}."""
     import torch  # on the rank only
-    trends: dict[str, Trend] = {}
+    trends = Trends(opts.warmup)
     device = job.ident.local_rank % max(gpu_count(), 1) if backend != "gloo" else None
     failed, t0 = 0, time.perf_counter()
     reaper = Reaper(timeout + 10.0) if opts.depth else None
@@ -68,10 +68,8 @@ def loop(job, backend: str, ranks_per_root: int, timeout: float, opts: LeakCheck
                     job.store.raw.delete_key(key)
         except CommError:
             failed += 1
-        if i % opts.every == opts.every - 1 and i >= opts.warmup:
-            for res, v in resources.sample(device, job.store.raw if job.rank == 0 else None).items():
-                if v is not None:
-                    trends.setdefault(res, Trend()).add(i, v)
+        if i % opts.every == opts.every - 1:
+            trends.add(job.rank, i, resources.sample(device, job.store.raw if job.rank == 0 else None))
         if progress and i % max(opts.inits // 10, 1) == 0:
             progress(i)
     for key in reaper.pending() if reaper is not None else []:
@@ -83,11 +81,12 @@ def _ok(outcome) -> bool:
     return outcome is None or outcome.ok
 
 
-def gathered(job, trends: dict[str, Trend], counts: dict, timeout: float) -> tuple[dict, list[dict]] | None:
-    """Rank 0: every rank's trends {(rank, resource): Trend} and counts; None on the other ranks."""
-    mine = {"trends": {res: t.state() for res, t in trends.items()}, "counts": counts}
-    every = job.store.all_gather_obj("leakcheck/trends", mine, timeout=timeout)
+def gathered(job, trends: Trends, counts: dict, timeout: float, into: Trends) -> list[dict] | None:
+    """Rank 0: every rank's trends merged `into` one, and every rank's counts; None on the other ranks."""
+    every = job.store.all_gather_obj("leakcheck/trends", {"trends": trends.state(), "counts": counts},
+                                     timeout=timeout)
     if job.rank != 0:
         return None
-    merged = {(r, res): Trend.from_state(state) for r, got in enumerate(every) for res, state in got["trends"].items()}
-    return merged, [{"rank": r, **got["counts"]} for r, got in enumerate(every)]
+    for got in every:
+        into.merge(got["trends"])
+    return [{"rank": r, **got["counts"]} for r, got in enumerate(every)]

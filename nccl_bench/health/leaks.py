@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nccl_bench.core.resources import RESOURCES
-from nccl_bench.core.streaming import Trend
+from nccl_bench.core.resources import RESOURCES, Trends
 
 PER = 1000  # slopes are reported per this many inits (rounds)
 MIN_SAMPLES = 5  # after the warm-up; fewer and no verdict is given
@@ -63,28 +62,12 @@ def human(v: float, unit: str) -> str:
     return f"{v:.0f} B"
 
 
-def default_warmup(planned_rounds: int) -> int:
-    """Rounds whose samples are left out: a fifth of the run, at most 1,000."""
-    return min(1000, planned_rounds // 5)
-
-
-class LeakWatch:
-    """Samples in, verdicts out; O(resources x ranks) memory whatever the run's length."""
+class LeakWatch(Trends):
+    """Samples in (core.resources.Trends), verdicts out; O(resources x ranks) whatever the run's length."""
 
     def __init__(self, warmup: int, backend: str | None = None):
-        self.warmup, self.backend = warmup, backend
-        self.trends: dict[tuple[int, str], Trend] = {}
-        self.samples = 0
-
-    def add(self, rank: int, x: int, sample: dict | None) -> None:
-        """One rank's sample taken after init number `x` (the round's position in the run)."""
-        if not sample or x < self.warmup:
-            return
-        self.samples += 1
-        for res in RESOURCES:
-            v = sample.get(res)
-            if v is not None:
-                self.trends.setdefault((rank, res), Trend()).add(x, v)
+        super().__init__(warmup)
+        self.backend = backend
 
     def findings(self) -> list[dict]:
         """One row per (rank, resource): slope per 1,000 inits, its interval, the verdict."""
