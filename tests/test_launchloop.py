@@ -105,3 +105,67 @@ def test_hooks_made_ahead_run_as_hooks_made_in_the_call():
     py.run(0, 2, before=py.hook(lambda: seen.append((10,))), after=py.hook(lambda: seen.append((11,))),
            marks=py.hooks([lambda: seen.append((20,))]), mark_every=2)
     assert [a[0] for a in seen] == [10, 0, 1, 20, 11]
+
+
+@needs_compiled
+def test_stamps_show_which_iteration_the_host_was_slow_in():
+    # -I's host clock: a launch that sleeps in iteration 2 makes that iteration's host time, in both loops
+    import time
+    from nccl_bench.engine import tail
+
+    def slow_at(k, seen):
+        def call(*args):
+            seen.append(args)
+            if len(seen) == k:
+                time.sleep(0.02)
+            return 0
+        return call
+    seen = []
+    cb = FN(slow_at(3, seen))
+    ptr = ctypes.cast(cb, ctypes.c_void_p).value
+    mark = (ptr, (99,))
+    for loop, marks in ((CompiledLoop([[(ptr, (0,))]]), [mark] * 4),
+                        (PythonLoop([lambda: slow_at(3, seen)()]), [lambda: None] * 4)):
+        seen.clear()
+        st = launchloop.stamps(4)
+        loop.run(0, 4, marks=marks, stamps=st)
+        host = launchloop.stamp_seconds(st)
+        assert len(host) == 4 and max(range(4), key=host.__getitem__) in (1, 2)  # the 3rd call: iteration 1 or 2
+        assert max(host) >= 0.02 and sorted(host)[1] < 0.01
+        # a GPU that waited for that launch: the outlier is the host's; one that was slow by itself, the device's
+        gpu = [h * 1e6 + 5 for h in host]
+        slow = [i for i, g in enumerate(gpu) if g > 2 * sorted(gpu)[2]]
+        assert tail.classify([gpu], [[h * 1e6 for h in host]], slow)["outliers_host"] == len(slow) == 1
+
+
+def test_an_outlier_with_launches_on_time_is_the_devices():
+    from nccl_bench.engine import tail
+    gpu, host = [10.0, 10.0, 50.0, 10.0, 11.0], [8.0, 8.5, 8.0, 8.2, 8.1]
+    got = tail.classify([gpu], [host], [2])
+    assert (got["outliers_host"], got["outliers_device"]) == (0, 1)
+    assert tail.cell({"outliers": 1, **got}) == "1=0h+1d" and tail.cell({"outliers": 0}) == "0"
+    # two processes: judged on the one whose GPU time set the iteration (rank 1, whose launch was late)
+    got = tail.classify([gpu, [10.0, 10.0, 60.0, 10.0, 10.0]], [host, [8.0, 8.0, 55.0, 8.0, 8.0]], [2])
+    assert got["outliers_host"] == 1 and got["host_times_us"][2] == 55.0
+
+
+def test_the_census_sees_a_thread_that_ran_during_a_span():
+    import threading
+    import time
+    from nccl_bench.core import threads
+    stop = threading.Event()
+    done = threading.Event()
+    busy = threading.Thread(target=lambda: [done.wait(0.001) for _ in range(300)] and stop.wait(10),
+                            name="test-waker", daemon=True)
+    census = threads.Census()
+    busy.start()
+    with census.span():
+        time.sleep(0.5)
+    stop.set()
+    busy.join()
+    rows = {r["name"]: r for r in census.rows()}
+    if not rows:
+        pytest.skip("no /proc/self/task here")
+    assert rows["test-waker"]["owner"] == "ours" and rows["test-waker"]["runs_per_s"] > 50
+    assert [r for r in rows.values() if r["timed_loop"]][0]["owner"] == "ours"
+    assert "test-waker" in threads.line([census.rows()])

@@ -28,19 +28,32 @@ static int call(const struct nb_call *c) {
  * the caller's lies between them and the loop; `marks` (NULL or n / mark_every calls) one after
  * every mark_every iterations. Stops at the first call that returns nonzero and returns that
  * value (its iteration in *failed_iter, -1 for before/after). *host_ns: the host time of the
- * launches and marks, without before/after. */
+ * launches and marks, without before/after. `stamps` (NULL or n / mark_every + 1 values): the
+ * monotonic clock (ns) when the launches began, then after each mark: how long the host took over
+ * each timed iteration, to set beside its GPU time (a slow iteration whose launch came late is the
+ * host's). */
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 int nb_run(const struct nb_call *calls, int per_iter, long steps, long first, long n,
            const struct nb_call *before, const struct nb_call *after, const struct nb_call *marks,
-           long mark_every, long *failed_iter, int64_t *host_ns) {
+           long mark_every, long *failed_iter, int64_t *host_ns, int64_t *stamps) {
   struct timespec t0, t1;
   int rc = 0;
   *failed_iter = -1;
   if (before && (rc = call(before)) != 0) return rc;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (stamps) stamps[0] = (int64_t)t0.tv_sec * 1000000000LL + t0.tv_nsec;
   for (long i = first; i < first + n && rc == 0; i++) {
     const struct nb_call *c = calls + (i % steps) * per_iter;
     for (int k = 0; k < per_iter && rc == 0; k++, c++) rc = call(c);
-    if (rc == 0 && marks && (i - first + 1) % mark_every == 0) rc = call(marks + (i - first) / mark_every);
+    if (rc == 0 && marks && (i - first + 1) % mark_every == 0) {
+      rc = call(marks + (i - first) / mark_every);
+      if (stamps) stamps[(i - first) / mark_every + 1] = now_ns();
+    }
     if (rc != 0) *failed_iter = i;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);

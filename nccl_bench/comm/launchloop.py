@@ -104,7 +104,8 @@ def compiled():
             fn = lib.nb_run
             call = ctypes.POINTER(_Call)
             fn.argtypes = [call, ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_long, call, call, call,
-                           ctypes.c_long, ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int64)]
+                           ctypes.c_long, ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int64),
+                           ctypes.POINTER(ctypes.c_int64)]
             fn.restype = ctypes.c_int
             _LIB.append((fn, None))
         except OSError as e:
@@ -113,6 +114,18 @@ def compiled():
 
 
 Call = tuple  # (function pointer: int, args: tuple of ints)
+
+
+def stamps(marks: int):
+    """Room for a loop's host clock stamps (ns): one as its launches begin, one after each of `marks`
+    marks. run(..., stamps=) fills it; list(it) reads it; stamp_seconds() turns it into durations."""
+    return (ctypes.c_int64 * (marks + 1))()
+
+
+def stamp_seconds(filled) -> list[float]:
+    """Seconds between consecutive stamps: the host's time over each marked iteration."""
+    v = list(filled)
+    return [(b - a) / 1e9 for a, b in zip(v, v[1:])]
 
 
 def _calls(calls: Sequence[Call]):
@@ -197,11 +210,11 @@ class CompiledLoop:
         return _calls(list(calls)) if calls else None
 
     def run(self, first: int, n: int, before: Call | None = None, after: Call | None = None,
-            marks: Sequence[Call] | None = None, mark_every: int = 1) -> float:
+            marks: Sequence[Call] | None = None, mark_every: int = 1, stamps=None) -> float:
         ready = lambda c: c if c is None or isinstance(c, ctypes.Array) else _calls([c])  # noqa: E731
         marks = marks if marks is None or isinstance(marks, ctypes.Array) else self.hooks(marks)
         rc = self._run(self._calls, self._per_iter, self._steps, first, n, ready(before), ready(after),
-                       marks, mark_every, ctypes.byref(self._failed), ctypes.byref(self._ns))
+                       marks, mark_every, ctypes.byref(self._failed), ctypes.byref(self._ns), stamps)
         if rc != 0:
             raise LoopError(rc, self._failed.value)
         return self._ns.value / 1e9
@@ -229,16 +242,21 @@ class PythonLoop:
 
     def run(self, first: int, n: int, before: Callable[[], None] | None = None,
             after: Callable[[], None] | None = None, marks: Sequence[Callable[[], None]] | None = None,
-            mark_every: int = 1) -> float:
+            mark_every: int = 1, stamps=None) -> float:
         launches, steps = self._launches, len(self._launches)
         if before:
             before()
         t0 = time.perf_counter()
         if marks:
+            clock = time.monotonic_ns
+            if stamps is not None:
+                stamps[0] = clock()
             for i in range(first, first + n):
                 launches[i % steps]()
                 if (i - first + 1) % mark_every == 0:
                     marks[(i - first) // mark_every]()
+                    if stamps is not None:
+                        stamps[(i - first) // mark_every + 1] = clock()
         else:  # the plain loop: nothing but the launches between two launches
             for i in range(first, first + n):
                 launches[i % steps]()

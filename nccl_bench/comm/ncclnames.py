@@ -1,5 +1,6 @@
-"""What NCCL calls things: nccl4py loaded (or bad input naming it), the names of NCCL's results, and
-the NCCL function behind each nccl4py binding the launch loops call."""
+"""What NCCL calls things: nccl4py loaded (or bad input naming it), the names of NCCL's results, the
+NCCL function behind each nccl4py binding the launch loops call, and NCCL's error name inside a
+PyTorch exception."""
 from __future__ import annotations
 
 import re
@@ -40,3 +41,14 @@ SYMBOLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce
            "recv": "ncclRecv", "group_start": "ncclGroupStart", "group_end": "ncclGroupEnd",
            "gather": "ncclGather", "scatter": "ncclScatter"}  # these two: NCCL >= 2.28 (NATIVE_SINCE)
 NATIVE_SINCE = 22800
+
+
+def first_line(e: Exception) -> str:
+    s = str(e).strip()
+    return (s.splitlines()[0] if s else type(e).__name__)[:300]
+
+
+def torch_error_name(e: Exception) -> str:
+    """The NCCL error name PyTorch embeds in its message, else the exception type."""
+    m = re.search(r"\b(nccl[A-Z][A-Za-z]+)\b", str(e))
+    return m.group(1) if m else type(e).__name__

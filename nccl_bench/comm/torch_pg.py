@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from nccl_bench.comm.bootstrap import IdExchange, fingerprint
+from nccl_bench.comm.ncclnames import first_line, torch_error_name
 from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, EXIT_FAILED
@@ -187,7 +188,7 @@ class TorchCommunicator(Communicator):
             except Exception as e:
                 self._record(plan)
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
-                raise self._err(kind, "init", _torch_error_name(e), _first_line(e)) from None
+                raise self._err(kind, "init", torch_error_name(e), first_line(e)) from None
         self.timings.create = time.perf_counter() - t0
         self._record(plan)
         self.created = True
@@ -244,19 +245,19 @@ class TorchCommunicator(Communicator):
     # --- collectives ---------------------------------------------------------------------------
     def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None,
                 native=None):
-        """The timing loop's launcher: the call a user writes, bound once, with nothing of ours between
-        launches (no method, no lookup); in place only, where PyTorch's call is the whole collective."""
+        """The timing loop's launcher: the calls a user writes, bound once, nothing of ours between launches
+        (no method, no lookup); where PyTorch's call is in place, out of place is `recv.copy_(send)` first."""
         is_root = root is not None and self.rank == root
-        if collective == "all_reduce" and send is recv:
-            return functools.partial(dist.all_reduce, recv, op=_OPS[op])
+        if collective == "all_reduce":
+            return _after_copy(send, recv, functools.partial(dist.all_reduce, recv, op=_OPS[op]))
         if collective == "all_gather":
             return functools.partial(dist.all_gather_into_tensor, recv, send)
         if collective == "reduce_scatter":
             return functools.partial(dist.reduce_scatter_tensor, recv, send, op=_OPS[op])
-        if collective == "broadcast" and (send is recv or not is_root):
-            return functools.partial(dist.broadcast, recv, src=root)
-        if collective == "reduce" and send is recv:
-            return functools.partial(dist.reduce, recv, dst=root, op=_OPS[op])
+        if collective == "broadcast":
+            return _after_copy(send if is_root else recv, recv, functools.partial(dist.broadcast, recv, src=root))
+        if collective == "reduce":
+            return _after_copy(send, recv, functools.partial(dist.reduce, recv, dst=root, op=_OPS[op]))
         return super().prepare(collective, send, recv, op=op, root=root, to=to, frm=frm, stream=stream,
                                rounds=rounds, native=native)
 
@@ -317,7 +318,19 @@ class TorchCommunicator(Communicator):
                 torch.cuda.synchronize(self.device)
             except Exception as e:
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
-                raise self._err(kind, op, _torch_error_name(e), _first_line(e)) from None
+                raise self._err(kind, op, torch_error_name(e), first_line(e)) from None
+
+
+def _after_copy(send, recv, call):
+    """`call` alone in place; out of place `recv.copy_(send)` then `call`, both bound once."""
+    if send is recv:
+        return call
+    copy = recv.copy_
+
+    def launch():
+        copy(send)
+        call()
+    return launch
 
 
 def _ranks_per_root(plan: InitPlan) -> int:
@@ -335,15 +348,3 @@ def _root_order(key: str) -> int:
     """Root number from 'UniqueNCCLID:<i>' keys; PyTorch's single broadcast key is root 0."""
     tail = key.rsplit("UniqueNCCLID:", 1)
     return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else 0
-
-
-def _first_line(e: Exception) -> str:
-    s = str(e).strip()
-    return (s.splitlines()[0] if s else type(e).__name__)[:300]
-
-
-def _torch_error_name(e: Exception) -> str:
-    """The NCCL error name PyTorch embeds in its message, else the exception type."""
-    import re
-    m = re.search(r"\b(nccl[A-Z][A-Za-z]+)\b", str(e))
-    return m.group(1) if m else type(e).__name__

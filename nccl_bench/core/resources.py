@@ -107,7 +107,7 @@ def sample(device: int | None = None, store=None) -> dict:
     shm, segments = nccl_shm()
     return {"rss_bytes": rss_bytes(), "fds": _count("/proc/self/fd"), "threads": _count("/proc/self/task"),
             "gpu_bytes": gpu_bytes(device), "shm_bytes": shm, "shm_segments": segments,
-            "store_keys": store_keys(store)}
+            "store_keys": store_keys(store), "pid": os.getpid()}
 
 
 def default_warmup(planned: int) -> int:
@@ -118,24 +118,52 @@ def default_warmup(planned: int) -> int:
 
 class Trends:
     """Samples folded into one least-squares trend per (rank, resource) after a warm-up: O(ranks x
-    resources) whatever the run's length. Its state travels as JSON (a rank's trends to rank 0)."""
+    resources) whatever the run's length. Its state travels as JSON (a rank's trends to rank 0).
+
+    A process's memory starts afresh: samples from another process of the same rank (a run resumed
+    from its journal, a restarted group; told by the sample's pid) start a new segment with its own
+    warm-up, and the longest segment is the one judged. One line through two processes' samples
+    would read their restart as a fall (or a rise) and hide or fake a leak."""
 
     def __init__(self, warmup: int):
         self.warmup = warmup
-        self.trends: dict[tuple[int, str], Trend] = {}
+        self._best: dict[tuple[int, str], Trend] = {}  # the longest segment that has ended
+        self._now: dict[tuple[int, str], tuple[object, float, Trend]] = {}  # (pid, first x, trend) going on
+        self.segments: dict[tuple[int, str], int] = {}
+
+    @property
+    def trends(self) -> dict[tuple[int, str], Trend]:
+        """Per (rank, resource), the segment judged: the one with the most samples."""
+        out = dict(self._best)
+        for key, (_, _, t) in self._now.items():
+            if key not in out or t.n > out[key].n:
+                out[key] = t
+        return out
 
     def add(self, rank: int, x: int, sample: dict | None) -> None:
         """One rank's sample taken after init number `x` (the round's position in the run)."""
-        if not sample or x < self.warmup:
+        if not sample:
             return
+        pid = sample.get("pid")
         for res in RESOURCES:
             v = sample.get(res)
-            if v is not None:
-                self.trends.setdefault((rank, res), Trend()).add(x, v)
+            if v is None:
+                continue
+            key = (rank, res)
+            now = self._now.get(key)
+            if now is None or now[0] != pid:  # the first sample, or another process: a new segment
+                if now is not None and (key not in self._best or now[2].n > self._best[key].n):
+                    self._best[key] = now[2]
+                # a resumed process warms up again, from its own first sample
+                now = (pid, 0.0 if now is None else float(x), Trend())
+                self._now[key] = now
+                self.segments[key] = self.segments.get(key, 0) + 1
+            if x - now[1] >= self.warmup:
+                now[2].add(x, v)
 
     def state(self) -> list:
         return [[rank, res, t.state()] for (rank, res), t in self.trends.items()]
 
     def merge(self, state: list) -> None:
         for rank, res, st in state:
-            self.trends[(rank, res)] = Trend.from_state(st)
+            self._best[(rank, res)] = Trend.from_state(st)

@@ -88,6 +88,7 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 def worker(o: BenchOptions, confirmed_path: str | None):
     def run(job: Job) -> int:
         from nccl_bench.comm.lifetime import communicator
+        from nccl_bench.core import threads
         from nccl_bench.engine.sweep import Sweep  # the engine needs torch: loaded where the job runs
         started = benchfile.now()
         devices = job.store.all_gather_obj("bench/devices", device_entry(job, o.job.backend), timeout=60)
@@ -95,7 +96,8 @@ def worker(o: BenchOptions, confirmed_path: str | None):
         reported = confirmation["reported"]
         for algo, name in o.skipped():
             job.say(f"# skipped {name} with --algo {algo}: NCCL has no {algo} algorithm for it")
-        rows, error, counter, memory, launch_path = [], None, 0, {}, None
+        rows, error, counter, memory, launch_path, awake = [], None, 0, {}, None, None
+        census = threads.Census() if o.per_iter else None
         progress = sys.stderr.isatty()
         group = GroupJob(job, o.split)  # the whole job when there is no split
         unfit = {c: collectives.get(c).unfit(group.nranks) for c in o.collectives}
@@ -118,7 +120,7 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                             for combo in o.combos(coll, group.nranks):
                                 plan = o.sweep_plan(o.job.timeout, *combo)
                                 tag = "/".join(map(str, (init, algo, *combo)))
-                                got += Sweep(group, comm, coll, plan, tag, progress and job.rank == 0).rows()
+                                got += Sweep(group, comm, coll, plan, tag, progress and job.rank == 0, census).rows()
                             for r in got:
                                 r.update(algo=algo, init=init, backend=o.job.backend, nranks=group.nranks,
                                          **group.row_fields,
@@ -135,6 +137,8 @@ def worker(o: BenchOptions, confirmed_path: str | None):
                             memory = peak_memory(comm.device, memory)
             if o.memory:
                 memory = job.store.all_gather_obj("bench/memory", memory, timeout=60)
+            if census is not None:
+                awake = job.store.all_gather_obj("bench/threads", census.rows(), timeout=60)
         except (CommError, BarrierTimeout) as e:
             error = e
         try:
@@ -149,6 +153,9 @@ def worker(o: BenchOptions, confirmed_path: str | None):
         if o.memory and error is None:
             meta["bench"]["memory"] = memory
             print(memory_line(memory), flush=True)
+        if awake is not None:
+            meta["bench"]["threads_awake"] = [{"rank": k, **r} for k, rows_ in enumerate(awake) for r in rows_]
+            print(threads.line(awake), flush=True)
         doc = benchfile.document(rows, meta, nccl_config(o), devices, started, ["nccl_bench", *sys.argv[1:]],
                                  [] if error is None else [str(error)])
         path = results.write_doc("bench", doc, o.json)

@@ -3,6 +3,7 @@ and -M's memory line. Rows are the sweep's (nccl_bench.engine.sweep); nothing he
 from __future__ import annotations
 
 from nccl_bench.core.stats import UNSTABLE_PCT
+from nccl_bench.engine import tail
 from nccl_bench.engine.benchfile import totals
 
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
@@ -23,7 +24,7 @@ def table(rows: list[dict], title: str) -> str:
         if per_iter:
             i = r[p + "_per_iter"]
             cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}",
-                      str(i.get("outliers", "-"))]
+                      tail.cell(i)]
         return cells
     spread = any("spread_pct" in r for r in rows)
     head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
@@ -35,7 +36,8 @@ def table(rows: list[dict], title: str) -> str:
     cpu = bool(rows) and "cpu_time" in rows[0]["out_of_place"]
     time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
     units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
-             + (" i_min i_max i_p99 (us) i_cv% i_>2x (iterations above 2 x p50)" if per_iter else "")
+             + (" i_min i_max i_p99 (us) i_cv% i_>2x (iterations above 2 x p50: h the host's, its launch late; "
+                "d the device's)" if per_iter else "")
              + "  |  in-place: the same")
     notes = [f"# in-place {r['collective']}: timed, not checked (point-to-point in place has no defined "
              "order across processes)" for r in rows[:1] if r["in_place"]["nwrong"] is None

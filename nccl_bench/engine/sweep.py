@@ -27,6 +27,7 @@ from nccl_bench.engine.collectives import Collective, Layout
 from nccl_bench.engine.datacheck import count_wrong, fill
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.engine.benchfile import PLACES
+from nccl_bench.engine import tail
 from nccl_bench.engine.sweepplan import SweepPlan
 from nccl_bench.engine.timing import seconds_per_op
 
@@ -55,13 +56,18 @@ def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
     return buf, buf[lay.recv_inplace:lay.recv_inplace + lay.recv]
 
 
-def per_iter_block(per_process: list[list[float]], skip: int) -> dict:
+def per_iter_block(per_process: list[list[float]], skip: int, host: list[list[float] | None] | None = None) -> dict:
     """nccl-tests' -I object from every process's per-iteration seconds: statistics (µs) of the
     per-iteration max over processes, after the first `skip` iterations; the process rows with
-    more than one process."""
+    more than one process. With every process's host seconds per iteration (`host`), ours too:
+    the outliers classed as the host's or the device's (engine.tail)."""
     rows = [[t * 1e6 for t in times[skip:]] for times in per_process]
     times_us = [max(col) for col in zip(*rows)]
     block = {**stats.per_iter_summary(times_us), "times_us": times_us}
+    if host and all(h is not None for h in host):
+        p50 = sorted(times_us)[len(times_us) // 2]
+        slow = [i for i, t in enumerate(times_us) if t > 2 * p50]
+        block.update(tail.classify(rows, [[t * 1e6 for t in h[skip:]] for h in host], slow))
     if len(rows) > 1:
         block["per_process_max_times_us"] = rows
     return block
@@ -95,8 +101,10 @@ def warm_up_sizes(sizes: list[int]) -> list[int]:
 class Sweep:
     """Runs one collective's sweep on one communicator; `rows()` are this job's aggregated rows."""
 
-    def __init__(self, job, comm, coll: Collective, plan: SweepPlan, tag: str, progress: bool = False):
+    def __init__(self, job, comm, coll: Collective, plan: SweepPlan, tag: str, progress: bool = False,
+                 census=None):
         self.job, self.comm, self.coll, self.plan, self.tag = job, comm, coll, plan, tag
+        self.census = census  # a core.threads.Census: what else ran while the loops were timed (-I)
         self.progress = progress and job.rank == 0
         self.stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
         self.dtype = getattr(torch, plan.dtype)
@@ -149,13 +157,20 @@ class Sweep:
         per operation, host seconds per launch, #wrong (None: not checked), per-iteration seconds
         (None without -I); and the local time the size began."""
         p, dev = self.plan, self.comm.device
-        mine = {"time": [], "host": [], "wrong": [], "per_iter": [], "start": time.strftime("%Y-%m-%d %H:%M:%S")}
+        mine = {"time": [], "host": [], "wrong": [], "per_iter": [], "host_iter": [],
+                "start": time.strftime("%Y-%m-%d %H:%M:%S")}
         for in_place in (False, True):
             send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
-            t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
+            if self.census is not None:
+                with self.census.span():
+                    t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait,
+                                       self.stream)
+            else:
+                t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
             mine["time"].append(t.seconds)
             mine["host"].append(t.host_seconds)
             mine["per_iter"].append(t.per_iter)
+            mine["host_iter"].append(t.host_per_iter)
             checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
             mine["wrong"].append(self._check(send, recv, lay) if checked else None)
         return mine
@@ -213,7 +228,8 @@ class Sweep:
             row[place] = {shown[0]: shown[1], "alg_bw": algbw, "bus_bw": algbw * coll.factor(self.job.nranks),
                           "nwrong": wrong}
             if p.timing.per_iter:
-                row[place + "_per_iter"] = per_iter_block([r["per_iter"][k] for r in per_rank], p.per_iter_skip)
+                row[place + "_per_iter"] = per_iter_block([r["per_iter"][k] for r in per_rank], p.per_iter_skip,
+                                                          [r["host_iter"][k] for r in per_rank])
         row["host_us"] = host_us  # host time per launch, with or without -C
         row["actual_iterations"] = p.timing.iters
         if p.timestamps:

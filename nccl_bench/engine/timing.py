@@ -20,7 +20,9 @@ CPU (gloo): wall clock around the same loop, waiting for completion at the end.
 = elapsed / (iters * agg). -I/--per_iter_timing: also the time of every iteration (per
 operation, i.e. divided by agg): on GPU an event after each iteration on the same stream (the
 loop is not slowed), on CPU the wall clock around each iteration, waiting for it (a gloo
-iteration has no other end to time).
+iteration has no other end to time). On GPU the loop also stamps the host clock after each
+iteration's mark, so each iteration's GPU time comes with the host's time over the same iteration:
+a slow iteration is the host's when its launch came late (engine.tail classes them).
 """
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ class Timing(NamedTuple):
     seconds: float  # per operation: CUDA events (GPU) or wall clock (CPU) around the loop
     host_seconds: float  # per operation: the host's time making the launches (graph: the replays)
     per_iter: list[float] | None = None  # -I: seconds per operation of each iteration, else None
+    # -I on GPU: the host's seconds per operation over each iteration (its launches and its mark),
+    # to class a slow iteration as the host's (its launch came late) or the device's
+    host_per_iter: list[float] | None = None
 
 
 def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
@@ -136,8 +141,10 @@ class _Events:
         for e in (*self.marks, self.end):  # made now, whatever loop records them later
             e.record(stream)
         if not plan.blocking:
+            from nccl_bench.comm.launchloop import stamps
             self.before, self.after = (loop.hook(loop.record(e, stream)) for e in (self.start, self.end))
             self.hooks = loop.hooks([loop.record(m, stream) for m in self.marks[1:]])
+            self.stamps = stamps(plan.iters) if plan.per_iter else None
 
 
 def _eager(loop, plan: TimingPlan, wait, stream, ev: _Events) -> Timing:
@@ -149,11 +156,16 @@ def _eager(loop, plan: TimingPlan, wait, stream, ev: _Events) -> Timing:
                            (lambda: next(recorded).record(stream)) if plan.per_iter else None)
         end.record(stream)
     else:  # the loop records the events itself, right around its launches
-        host = loop.run(0, plan.ops, before=ev.before, after=ev.after, marks=ev.hooks, mark_every=plan.agg)
+        host = loop.run(0, plan.ops, before=ev.before, after=ev.after, marks=ev.hooks, mark_every=plan.agg,
+                        stamps=ev.stamps)
     wait()
     end.synchronize()
     per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
-    return Timing(start.elapsed_time(end) / 1e3 / plan.ops, host / plan.ops, per_iter)
+    host_iter = None
+    if plan.per_iter and not plan.blocking:
+        from nccl_bench.comm.launchloop import stamp_seconds
+        host_iter = [h / plan.agg for h in stamp_seconds(ev.stamps)]
+    return Timing(start.elapsed_time(end) / 1e3 / plan.ops, host / plan.ops, per_iter, host_iter)
 
 
 def _graph(loop, plan: TimingPlan, wait, stream) -> Timing:

@@ -54,6 +54,7 @@ if n > 1:
 x = torch.ones(1024, device="cuda")
 behind: list[threading.Thread] = []
 rss = Trend()
+samples = []  # (round, rss bytes): a few hundred at most, to see the curve's shape beside its slope
 t0 = time.perf_counter()
 for i in range(rounds):
     if store is None:
@@ -76,7 +77,8 @@ for i in range(rounds):
     while len(behind) > depth:
         behind.pop(0).join()
     if i % 50 == 49 and i >= rounds // 5:
-        rss.add(i, resources.rss_bytes())
+        samples.append((i, resources.rss_bytes()))
+        rss.add(*samples[-1])
 for t in behind:
     t.join()
 seconds = time.perf_counter() - t0
@@ -90,4 +92,5 @@ if rank == 0:
     with open(out, "w") as f:
         json.dump({"rounds": rounds, "depth": depth, "blocking": blocking, "seconds": seconds,
                    "rounds_per_s": rounds / seconds, "destroy_median_s": med, "flags": sorted(flags),
-                   "rss_slope_per_1000": (rss.slope() or 0) * 1e3, "rss_interval_per_1000": [lo * 1e3, hi * 1e3]}, f)
+                   "rss_slope_per_1000": (rss.slope() or 0) * 1e3, "rss_interval_per_1000": [lo * 1e3, hi * 1e3],
+                   "rss_samples": samples}, f)

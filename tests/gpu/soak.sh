@@ -3,9 +3,10 @@
 #   rate       ours (python -m stress --skew-max 0 --destroys-in-flight K) then the plain loop
 #              (tests/gpu/plain_churn.py, the same K), alternated REPS (3) times for K in KS ("4 8 16"),
 #              ROUNDS (200) each; plus the plain loop with NCCL's nonblocking config at K=8
+#   churn      the plain nccl4py loop for CHURN (8000) rounds, RSS sampled: NCCL's own growth per init
 #   leakcheck  init --leak-check INITS (5000) on NCCL: a bare loop, slopes per resource
 #   soak       SOAK (10000) scoped rounds, default skew, leak watch every 100; killed at 540 s and resumed
-#              by the next call of this part (the journal comes back as soak.jsonl.gz; put it at
+#              by the next call of this part (SOAK_S: its time limit, 540 s) (the journal comes back as soak.jsonl.gz; put it at
 #              results/<machine>/soak/soak.jsonl.gz and it seeds the resume)
 # Everything lands in one archive ($OUT/<part>.tgz: only 8 files come back); the table comes last.
 set -u
@@ -45,6 +46,12 @@ bisect)  # where does a bare NCCL init/destroy loop grow? the plain loop, then o
     --json "$W/bisect_ours.json" > "$W/bisect_ours.log" 2>&1
   grep -E "rss_bytes|gpu_bytes|inits in" "$W/bisect_ours.log"
   ;;
+churn)  # NCCL's own growth at soak length: the plain nccl4py loop, CHURN (8000) rounds, CHURN_K (16) in flight,
+         # nonblocking with set_device in the destroy thread (as our backend and reaper do), RSS every 50 rounds
+  timeout -s KILL 560 $PY tests/gpu/plain_churn.py "${CHURN:-8000}" "${CHURN_K:-16}" "$W/churn.json" nonblocking,setdevice \
+    > "$W/churn.log" 2>&1
+  echo "exit $?"; tail -3 "$W/churn.log"; cat "$W/churn.json"; echo
+  ;;
 leakcheck)
   timeout -s KILL 560 python3 -m nccl_bench init --backend nccl --leak-check "$INITS" --json "$W/leakcheck.json" \
     > "$W/leakcheck.log" 2>&1
@@ -54,13 +61,13 @@ soak)
   seed=$(ls results/*/soak/soak.jsonl.gz 2>/dev/null | head -1)
   [ ! -s "$W/soak.jsonl" ] && [ -n "$seed" ] && gunzip -c "$seed" > "$W/soak.jsonl"
   resume=""; [ -s "$W/soak.jsonl" ] && resume="--resume"
-  timeout -s TERM 540 python3 -m stress --backend nccl --init scoped --rounds "$SOAK" --leak-every 100 \
+  timeout -s TERM "${SOAK_S:-540}" python3 -m stress --backend nccl --init scoped --rounds "$SOAK" --leak-every 100 \
     --journal "$W/soak.jsonl" $resume > "$W/soak_$(date +%s).log" 2>&1
   echo "exit $?"; tail -15 "$(ls -t $W/soak_*.log | head -1)"
   echo "rounds in journal: $(grep -c '"type":"round"' "$W/soak.jsonl")"
   gzip -kf "$W/soak.jsonl"; cp "$W/soak.jsonl.gz" "$OUT/"
   ;;
-*) echo "usage: tests/gpu/soak.sh rate|bisect|leakcheck|soak" >&2; exit 2 ;;
+*) echo "usage: tests/gpu/soak.sh rate|bisect|churn|leakcheck|soak" >&2; exit 2 ;;
 esac
 
 tar czf "$OUT/$part.tgz" --exclude='soak.jsonl' --exclude='soak.jsonl.gz' -C /tmp soak
