@@ -159,18 +159,38 @@ def judge(mode: str, round_: int, nranks: int, records: list[dict | None], missi
     if v != "ok":
         found = culprits(records, missing, context)
         row["culprits"] = [{k: c[k] for k in ("rank", "phase", "cause")} for c in found]
-        row["diagnosis"] = explain(v, records, missing, stale, first, row["wrong"], [c["words"] for c in found])
+        row["diagnosis"] = explain(v, records, missing, stale, first, row["wrong"], [c["words"] for c in found],
+                                   context.get("hosts"))
     history.add(mode, round_, records)
     return row
 
 
-def explain(v: str, records, missing, stale, first, wrong: int, found: list[str] = ()) -> str:
+def cut_off(hosts: list[str] | None, missing: set[int]) -> list[str]:
+    """Across nodes: each node none of whose ranks arrived, while other nodes' did (a node that dropped off
+    the network, or went down)."""
+    if not hosts or len(set(hosts)) < 2:
+        return []
+    out = []
+    for h in sorted(set(hosts)):
+        mine = [r for r, x in enumerate(hosts) if x == h]
+        if h and all(r in missing for r in mine) and len(missing) < len(hosts):
+            out.append(f"{h} unreachable: none of its ranks ({', '.join(map(str, mine))}) arrived while the other "
+                       "nodes' did")
+    return out
+
+
+def explain(v: str, records, missing, stale, first, wrong: int, found: list[str] = (),
+            hosts: list[str] | None = None) -> str:
     parts = []
+    # across nodes, every rank named comes with its node (a job on one host needs no such words)
+    on = (lambda r: f" on {hosts[r]}" if r is not None and r < len(hosts) else "") \
+        if hosts and len(set(hosts)) > 1 else (lambda r: "")  # noqa: E731
     if stale:
         caught = " caught before init" if v == "stale" else ""
         reads = "; ".join(
-            f"rank {s['rank']} {'held' if caught else 'used'} root {s['root']}'s ID from {s['from']}"
-            + (f" (root {s['root']} is rank {s['root_rank']})" if s["root_rank"] not in (None, s["root"]) else "")
+            f"rank {s['rank']}{on(s['rank'])} {'held' if caught else 'used'} root {s['root']}'s ID from {s['from']}"
+            + (f" (root {s['root']} is rank {s['root_rank']}{on(s['root_rank'])})"
+               if s["root_rank"] not in (None, s["root"]) or on(s["root_rank"]) else "")
             for s in stale)
         parts.append(f"stale ID{caught}: {reads}")
     parts.extend(found)
@@ -187,6 +207,7 @@ def explain(v: str, records, missing, stale, first, wrong: int, found: list[str]
     missing = [(r, h) for r, h in missing if r not in dead]
     if missing:
         parts.append("never arrived: " + ", ".join(f"rank {r} ({h or 'host unknown'})" for r, h in missing))
+        parts.extend(cut_off(hosts, {r for r, _ in missing}))
     if v == "wrong":
         bad = [f"rank {rec['rank']}: {rec['wrong']}" for rec in records if rec and rec["wrong"]]
         parts.append(f"{wrong} wrong elements ({', '.join(bad)})")

@@ -116,3 +116,11 @@ def write_summary(path: Path, ledger: Ledger, base: dict | None, identity: dict,
     finally:
         os.unlink(tmp)
     return path
+
+
+def restarts_left(restart: int) -> int:
+    """How many more times the launcher (torchrun, our self-launch) will restart the group."""
+    try:
+        return max(0, int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) - restart)
+    except ValueError:
+        return 0

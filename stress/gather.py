@@ -13,6 +13,24 @@ from stress.stop import Stop
 
 
 POLL_S = 0.25  # gather: how often to look for ranks that died instead of reporting
+LOST_WAIT_S = 5.0  # the next round's start, for ranks not heard from since they missed a gather
+
+
+def grace(backend: str) -> float:
+    """What a gather waits past the deadline: a hung rank's abort (and for the torch backend, PyTorch's
+    own grace after it) must fit inside. gloo aborts nothing: its inits end at the deadline."""
+    return 5.0 if backend == "gloo" else 15.0
+
+
+def start_wait(raw, last: tuple[int, list[int]], usual: float) -> float:
+    """How long the next round's start barrier waits: `usual`, unless ranks that missed the last
+    gather (`last`: its seq, the missing ranks) have not written their record since, even late. A
+    slow rank writes it; a node cut off from the store, or a process gone, never will: then
+    LOST_WAIT_S, and the run ends on that evidence instead of waiting the full resync."""
+    seq, missing = last
+    if missing and any(not raw.check([f"stress/{seq}/rec/{r}"]) for r in missing):
+        return LOST_WAIT_S
+    return usual
 
 
 class StoreLost(Exception):

@@ -7,7 +7,6 @@ rounds (stress.behind) a round is kept once its teardown on every rank is known.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,8 +19,9 @@ from nccl_bench.core.resources import default_warmup
 from stress import baseline, inject, journal, peers, plans
 from stress.behind import Behind, worst
 from stress.diagnose import History, judge
-from stress.ending import SHOWN_FAILURES, announce_lines, report_lines, summary_path, write_summary
-from stress.gather import StoreLost, gather, store_lost
+from stress.ending import SHOWN_FAILURES, announce_lines, report_lines, restarts_left, summary_path, write_summary
+from stress.stall import StallGuard
+from stress.gather import StoreLost, gather, grace, start_wait, store_lost
 from stress.ledger import Ledger
 from stress.options import StressOptions
 from stress.round import absent, run_round
@@ -49,9 +49,10 @@ class Run:
         self.writer = None
         self.progress = Progress()
         t = opts.job.timeout
-        self.gather_timeout = opts.skew_max + t + 15.0  # aborts and torch's grace fit inside
-        self.resync_timeout = self.gather_timeout + 15.0
+        self.gather_timeout = opts.skew_max + t + grace(opts.job.backend)  # aborts and torch's grace fit inside
+        self.resync_timeout = self.gather_timeout + grace(opts.job.backend)
         self.stop = Stop()
+        self.last_missing: tuple[int, list[int]] = (0, [])  # the last round's seq and the ranks its gather missed
         self.restart = job.ident.restart  # > 0: the launcher restarted the worker group
         # a restarted group continues the journal its predecessor was writing
         self.resume = opts.resume or (self.restart > 0 and self.journal_path.exists())
@@ -137,10 +138,11 @@ class Run:
                                 self.groups.take(seq) if self.groups else None)
         faults, held = plan.faults, plan.held_roots
         try:
-            job.store.barrier(f"stress/{seq}/start", timeout=self.resync_timeout)
+            job.store.barrier(f"stress/{seq}/start", timeout=start_wait(job.store.raw, self.last_missing,
+                                                                          self.resync_timeout))
         except BarrierTimeout as e:  # a rank is gone: this round cannot run
             row = judge(mode, r, self.n, [None] * self.n, e.missing, self.history,
-                        {"dead": self.everyone.dead([m for m, _ in e.missing])})
+                        {"dead": self.everyone.dead([m for m, _ in e.missing]), "hosts": self.everyone.hosts()})
             row["diagnosis"] = "at the start of the round: " + row["diagnosis"]
             return {"seq": seq, "mode": mode, "round": r, **row, "skew_ms": [], "ranks": [], "lost": True}
         except Exception as e:
@@ -168,7 +170,7 @@ class Run:
             last = {m: self.last_phase(seq, m) for m, _ in missing}
         except StoreLost as lost:
             return self.lost_row(seq, mode, r, skews, rec, lost)
-        context = {"timeout": opts.job.timeout, "dead": dead, "last_phase": last}
+        context = {"timeout": opts.job.timeout, "dead": dead, "last_phase": last, "hosts": self.everyone.hosts()}
         row = judge(mode, r, self.n, records, missing, self.history, context)
         self.judged = (missing, context)  # to judge again if a teardown behind this round fails
         row["injected"] = inject.in_round(opts.inject, r)
@@ -209,7 +211,8 @@ class Run:
         k = opts.destroys_in_flight
         self.behind = Behind(job, k, opts.job.timeout, self.history) if k else None
         try:
-            cut = self.rounds(todo)
+            with StallGuard(2 * (self.gather_timeout + self.resync_timeout) + 30.0, job.rank) as self.guard:
+                cut = self.rounds(todo)
         except KeyboardInterrupt:  # Ctrl-C: journal the rounds behind (as far as their teardown is known)
             self.drain(LEAVE_AFTER_LOSS_S)
             raise
@@ -217,7 +220,7 @@ class Run:
         if job.rank != 0:
             return EXIT_FAILED if self.failed_here else EXIT_OK
         if cut is not None:
-            left = self.restarts_left()
+            left = restarts_left(self.restart)
             self.writer.note({"type": "stopped", **cut, "restarts_left": left, "time": time.time()})
             if left > 0:  # not the end: the restarted group resumes this journal
                 self.progress.clear()
@@ -240,6 +243,8 @@ class Run:
             if self.behind:  # backpressure: the due round's teardown ends before this round starts
                 self.behind.publish(self.behind.due(seq))
             row = self.one(seq, mode, r)
+            self.last_missing = (seq, row.get("missing") or [])
+            self.guard.tick()
             if self.groups:  # a failed round ends its process group on every rank
                 self.groups.finished(row["verdict"] == "ok")
             now = time.perf_counter()
@@ -288,13 +293,6 @@ class Run:
         if rows:
             rows[-1]["seconds"] += time.perf_counter() - t0
         self.keep(rows)
-
-    def restarts_left(self) -> int:
-        """How many more times the launcher (torchrun, our self-launch) will restart the group."""
-        try:
-            return max(0, int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) - self.restart)
-        except ValueError:
-            return 0
 
     # --- rank 0's words ----------------------------------------------------------------------
     def announce(self, done: int, todo: int) -> None:

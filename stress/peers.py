@@ -42,6 +42,10 @@ class Peers:
         self.host = mine["host"]
         self.ranks = everyone
 
+    def hosts(self) -> list[str]:
+        """Every rank's host, by rank (the diagnosis names nodes with them)."""
+        return [p.get("host") or "" for p in self.ranks]
+
     def dead(self, ranks: list[int]) -> dict[int, dict]:
         """The ranks among `ranks` that ran on this host and are gone: rank -> pid, host, signal."""
         out = {}

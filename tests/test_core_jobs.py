@@ -5,6 +5,8 @@ import subprocess
 
 import pytest
 
+import netns
+
 from helpers import one_line_error, run
 from nccl_bench.comm import nvidia_driver
 
@@ -61,6 +63,7 @@ def test_smoke_all_modes_gloo():
         assert f"{mode}" in proc.stdout and "ok" in proc.stdout
 
 
+@pytest.mark.skipif(netns.why_not() is None, reason="tests/test_multinode.py runs torchrun agents on real nodes here")
 def test_multinode_torchrun_two_agents():
     """Two torchrun agents (--nnodes 2) on one machine run smoke across both 'nodes'."""
     import subprocess, sys, os, uuid, time

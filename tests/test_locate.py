@@ -101,3 +101,19 @@ def test_one_rank_says_pairs_need_two_and_checks_its_gpu(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["meta"]["single_rank"] and doc["meta"]["verdict"] == "HEALTHY" and doc["rows"] == []
     assert doc["meta"]["checks"][0]["gpu"]["why"].startswith("no GPU")
+
+
+@pytest.mark.parametrize("nnodes", [2, 3])
+def test_a_slow_node_link_is_named_as_the_link_not_its_gpus(nnodes):
+    # node1 sends slowly across the network (tc tbf on its link); its pairs inside the node are fine
+    from nccl_bench.health import suspects as S
+    n = 2 * nnodes
+    nodes, local = [f"node{r // 2}" for r in range(n)], [r % 2 for r in range(n)]
+    sec = {(s, d): 1.0 if nodes[s] == "node1" != nodes[d] else 0.01 for s in range(n) for d in range(n) if s != d}
+    found = S.from_pairs(S.pair_rows(sec, {}, 1 << 20, nodes, local, {}, 0.1), n, nodes, local)
+    assert [s["what"] for s in found] == ["link"], found
+    if nnodes == 3:  # a third node tells which end: node1's own link
+        assert found[0]["who"] == "node1's network link" and found[0]["ranks"] == [2, 3]
+        assert "its pairs inside the node are not slow" in found[0]["evidence"]
+    else:  # two nodes: the path, and why not more
+        assert found[0]["who"] == "the network path node1 -> node0" and "third node" in found[0]["evidence"][1]

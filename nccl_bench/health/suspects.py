@@ -3,7 +3,8 @@
 Pairs are classed by what joins them (same node: NVLink, PCIe or local; across nodes: network).
 An ordered pair is slow when its bandwidth is under `fraction` x the median of its class. A rank
 is a suspect when every pair it sends on (or receives on) is slow; a node when all its ranks are
-suspects; what slow pairs remain, between ranks that are not suspects, are pair suspects.
+suspects; a node's network link when every pair it sends (or receives) across the network is slow
+and its ranks are not; what slow pairs remain, between ranks that are not suspects, are pair suspects.
 """
 from __future__ import annotations
 
@@ -89,15 +90,19 @@ def from_pairs(rows: list[dict], n: int, nodes: list[str], local: list[int]) -> 
     by_node: dict[str, list[int]] = {}
     for r, node in enumerate(nodes):
         by_node.setdefault(node, []).append(r)
+    covered: set[tuple[int, int]] = set()  # slow pairs a node's link explains
     if len(by_node) > 1:
         for node, ranks in by_node.items():
             if len(ranks) > 1 and all(r in named for r in ranks):
                 keep = [s for s in out if s["ranks"][0] not in ranks]
                 ev = [e for s in out if s["ranks"][0] in ranks for e in s["evidence"]]
                 out = keep + [{"what": "node", "ranks": ranks, "who": node, "evidence": [f"all its ranks: {ev[0]}"]}]
+            elif not set(ranks) & named:
+                out += node_link(node, ranks, rows, covered)
+        out = one_path(out)
     pairs: dict[tuple, list[dict]] = {}
     for x in rows:
-        if x["slow"] and x["src"] not in named and x["dst"] not in named:
+        if x["slow"] and x["src"] not in named and x["dst"] not in named and (x["src"], x["dst"]) not in covered:
             pairs.setdefault(tuple(sorted((x["src"], x["dst"]))), []).append(x)
     for (a, b), bad in sorted(pairs.items()):
         dirs = "both directions" if len(bad) == 2 else f"{bad[0]['src']} -> {bad[0]['dst']}"
@@ -105,6 +110,44 @@ def from_pairs(rows: list[dict], n: int, nodes: list[str], local: list[int]) -> 
                     "evidence": [f"{dirs} {_span(bad)} the {bad[0]['class']} median; "
                                  "their other pairs are not slow"]})
     return out
+
+
+def node_link(node: str, ranks: list[int], rows: list[dict], covered: set) -> list[dict]:
+    """A node's network link: every pair its ranks send (or receive) across the network is slow, while
+    its ranks' pairs inside the node are not (else they are rank suspects) and some network pair
+    elsewhere is not: the GPUs are fine, the way out of the node is not. Its pairs go into `covered`."""
+    net = [x for x in rows if x["class"] == "network"]
+    evidence, slow = [], set()
+    for way, side in (("sends", "src"), ("receives", "dst")):
+        mine = [x for x in net if x[side] in ranks]
+        if mine and all(x["slow"] for x in mine) and not all(x["slow"] for x in net):
+            slow.update((x["src"], x["dst"]) for x in mine)
+            evidence.append(f"every pair it {way} across the network {_span(mine)} the network median")
+    if not evidence:
+        return []
+    covered.update(slow)
+    if any(x["src"] in ranks and x["dst"] in ranks for x in rows):
+        evidence.append("its pairs inside the node are not slow")
+    return [{"what": "link", "ranks": ranks, "who": f"{node}'s network link", "evidence": evidence, "_pairs": slow,
+             "_node": node}]
+
+
+def one_path(found: list[dict]) -> list[dict]:
+    """Two nodes whose link suspects cover the same pairs (one sends slowly, the other receives slowly):
+    from two nodes alone, which end is at fault cannot be told. One suspect, the path, says so."""
+    links = [s for s in found if s["what"] == "link"]
+    if len(links) == 2 and links[0]["_pairs"] == links[1]["_pairs"]:
+        a, b = links
+        src = a if any(e.startswith("every pair it sends") for e in a["evidence"]) else b
+        dst = b if src is a else a
+        found = [s for s in found if s["what"] != "link"] + [{
+            "what": "link", "ranks": sorted(a["ranks"] + b["ranks"]),
+            "who": f"the network path {src['_node']} -> {dst['_node']}",
+            "evidence": src["evidence"][:1] + ["from two nodes, the sender's link and the receiver's cannot be told "
+                                                "apart: a third node tells which"]}]
+    for s in found:
+        s.pop("_pairs", None), s.pop("_node", None)
+    return found
 
 
 def add_bisection(found: list[dict], steps: list[dict], group: list[int] | None, why: str,

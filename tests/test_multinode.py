@@ -1,0 +1,199 @@
+"""Two or three nodes on one machine (issue 32): network namespaces as hosts (tests/netns.py), launched
+as users launch them: one torchrun agent per node with c10d rendezvous on node0's address, or each
+task started per node with the variables srun sets. Every scenario removes its nodes and checks that
+nothing of it is left."""
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+import netns
+from helpers import REPO
+
+WHY_NOT = netns.why_not()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no nodes on this machine: {WHY_NOT}")
+PY = sys.executable
+PORT = 29400
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def torchrun(nodes, per_node: int, argv: list[str], token: str) -> list[subprocess.Popen]:
+    """One torchrun agent per node, c10d rendezvous on node0's address (README: multi-node)."""
+    return [nodes.start(i, [PY, "-m", "torch.distributed.run", "--nnodes", str(nodes.n), "--nproc-per-node",
+                            str(per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{nodes.addr(0)}:{PORT}",
+                            "--rdzv-id", token, "--local-addr", nodes.addr(i), "--max-restarts", "0", *argv],
+                        env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for i in range(nodes.n)]
+
+
+def srun(nodes, per_node: int, argv: list[str], step: int = 0) -> list[subprocess.Popen]:
+    """Each task started on its node with what srun sets (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+    the node list), MASTER_ADDR as sbatch scripts set it."""
+    n = nodes.n * per_node
+    env = {**ENV, "SLURM_JOB_ID": "77", "SLURM_STEP_ID": str(step), "SLURM_NTASKS": str(n),
+           "SLURM_STEP_NUM_NODES": str(nodes.n), "SLURM_STEP_NODELIST": f"node[0-{nodes.n - 1}]",
+           "MASTER_ADDR": nodes.addr(0), "MASTER_PORT": str(PORT + 1 + step)}
+    return [nodes.start(i, [PY, *argv], env={**env, "SLURM_PROCID": str(i * per_node + k), "SLURM_LOCALID": str(k),
+                                             "SLURM_NODEID": str(i)},
+                        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for i in range(nodes.n) for k in range(per_node)]
+
+
+def finish(procs, timeout: float) -> list[tuple[int, str, str]]:
+    out = []
+    for p in procs:
+        o, e = p.communicate(timeout=timeout)
+        out.append((p.returncode, o, e))
+    return out
+
+
+def rounds(path) -> list[dict]:
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "round"]
+
+
+def wait_rounds(path, n: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and len(path.read_text().splitlines()) > n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not reach {n} rounds in {timeout:g} s")
+
+
+def left_behind(nodes) -> list[str]:
+    return nodes.leftovers()
+
+
+def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clean(tmp_path):
+    # Slurm's way: 2 nodes x 2 tasks, each started on its node
+    journal = tmp_path / "j.jsonl"
+    t0 = time.monotonic()
+    with netns.Nodes(2) as nodes:
+        got = finish(srun(nodes, 2, ["-m", "stress", "--backend", "gloo", "--init", "stock,scoped", "--skew-max",
+                                     "0.2", "--rounds", "5", "--timeout", "1.5", "--journal", str(journal)]), 120)
+        assert not [p for p in nodes.procs if p.poll() is None]
+    assert not left_behind(nodes)
+    code, out, err = got[0]
+    assert code == 1, out[-2000:] + err[-2000:]  # stock's stale IDs fail rounds; the job says so
+    rows = rounds(journal)
+    stock = [r for r in rows if r["mode"] == "stock"]
+    scoped = [r for r in rows if r["mode"] == "scoped"]
+    assert len(stock) == len(scoped) == 5 and all(r["verdict"] == "ok" for r in scoped)
+    stale = [r for r in stock if r["stale"]]
+    assert stale, [r["verdict"] for r in stock]
+    line = stale[0]["diagnosis"]
+    s = stale[0]["stale"][0]
+    node = "node0" if s["rank"] < 2 else "node1"
+    assert f"rank {s['rank']} on {node} used root {s['root']}'s ID from round" in line, line
+    assert "on node1" in " ".join(r["diagnosis"] for r in stale), line  # the other node named too
+    print(f"\nstress 2 nodes x 2 (srun): {time.monotonic() - t0:.1f} s; {line[:200]}")
+
+
+def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_path):
+    # torchrun's way, 1 rank per node. A few seconds' partition first (ride through or stop, as said),
+    # then the link down for good: the run ends on its evidence; --resume after the link is back completes.
+    journal = tmp_path / "j.jsonl"
+    args = ["-m", "stress", "--backend", "gloo", "--init", "scoped", "--rounds", "120", "--timeout", "1",
+            "--skew-max", "0", "--journal", str(journal)]
+    t0 = time.monotonic()
+    with netns.Nodes(2) as nodes:
+        procs = torchrun(nodes, 1, args, uuid.uuid4().hex[:8])
+        wait_rounds(journal, 20, 60)
+        nodes.cut(1)
+        time.sleep(2.0)
+        nodes.mend(1)
+        seen = len(rounds(journal))
+        try:  # rode through: it keeps journaling
+            wait_rounds(journal, seen + 20, 30)
+            rode = True
+        except AssertionError:
+            rode = False
+        if rode:
+            nodes.cut(1)
+            cut_at = time.monotonic()
+            code, out, err = finish(procs[:1], 60)[0]
+            ended_s = time.monotonic() - cut_at
+        else:
+            code, out, err = finish(procs[:1], 60)[0]
+            ended_s = 0.0
+        assert code == 1, out[-3000:] + err[-2000:]
+        assert "stress: stopped after scoped round" in out and "a rank or the job store was lost" in out, out[-3000:]
+        assert "node1 unreachable" in out or "never arrived: rank 1 (node1)" in out, out[-3000:]
+        assert ended_s < 20, f"the run took {ended_s:.0f} s to end after the cut"
+        kept = rounds(journal)
+        assert [r["round"] for r in kept] == list(range(len(kept)))  # every finished round, once, in order
+        lines = journal.read_text().splitlines()
+        assert json.loads(lines[-1])["type"] == "end" and any('"type": "stopped"' in x or '"type":"stopped"' in x
+                                                              for x in lines)
+        nodes.close()  # the cut-off node's torchrun agent waits on its rendezvous store: the scheduler's to end
+        nodes.procs.clear()
+        assert not [p for p in procs if p.poll() is None]
+    assert not left_behind(nodes)
+    cut_line = next(x for x in out.splitlines() if x.startswith("[scoped round"))
+    with netns.Nodes(2) as nodes:  # the link is back (new links): resume
+        code, out, err = finish(torchrun(nodes, 1, [*args, "--resume"], uuid.uuid4().hex[:8]), 90)[0]
+        # exit 1: the run holds the rounds the partition failed; every one is there once, and no other failed
+        table = next(x.split() for x in out.splitlines() if x.startswith("scoped "))
+        assert code == 1 and table[1] == "120", out[-3000:] + err[-2000:]
+    assert not left_behind(nodes)
+    every = rounds(journal)
+    ok = [r for r in every if r["verdict"] == "ok"]
+    assert sorted(r["round"] for r in every) == list(range(120)), "every round exactly once"
+    assert all(r["verdict"] == "ok" for r in every if r["round"] >= len(kept))  # after the resume: clean
+    assert int(table[2]) == len(ok)
+    print(f"\npartition: {'rode through the brief cut, ' if rode else 'stopped at the brief cut, '}"
+          f"ended {ended_s:.1f} s after the cut for good; {len(ok)}/120 ok after resume; "
+          f"{time.monotonic() - t0:.1f} s; {cut_line[:160]}")
+
+
+def test_bench_and_locate_across_nodes_name_a_shaped_link_not_a_gpu(tmp_path):
+    # Slurm's way, 3 nodes x 2 tasks; node1's link limited with tc tbf. A third node tells the sending
+    # end from the receiving one; two ranks per node tell the link from the GPU.
+    bench, located = tmp_path / "bench.json", tmp_path / "locate.json"
+    t0 = time.monotonic()
+    with netns.Nodes(3) as nodes:
+        nodes.shape(1, "8mbit")
+        got = finish(srun(nodes, 2, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "64K", "-e", "64K",
+                                     "-n", "3", "-w", "1", "-J", str(bench)], step=0), 120)
+        assert got[0][0] == 0, got[0][1][-2000:] + got[0][2][-2000:]
+        got = finish(srun(nodes, 2, ["-m", "nccl_bench", "locate", "--backend", "gloo", "--size", "64K", "--iters",
+                                     "2", "--no-picture", "--json", str(located)], step=1), 120)
+    assert not left_behind(nodes)
+    doc = json.loads(bench.read_text())
+    row = doc["results"][0]
+    assert doc["meta"]["hosts"] == ["node0", "node1", "node2"] and row["out_of_place"]["nwrong"] == 0
+    code, out, err = got[0]
+    assert code == 1, out[-3000:] + err[-2000:]
+    suspects = [x for x in out.splitlines() if x.startswith("SUSPECT")]
+    assert suspects and suspects[0].startswith("SUSPECT node1's network link:"), out[-3000:]
+    assert not any("GPU" in x.split(":")[0] for x in suspects), suspects  # no rank, no GPU named
+    rows = json.loads(located.read_text())["rows"]
+    classes = {(r["src_node"] == r["dst_node"], r["class"]) for r in rows}
+    assert classes == {(True, "same node"), (False, "network")}, classes
+    print(f"\nbench + locate 3 nodes x 2 (srun, node1 at 8 Mbit/s): {time.monotonic() - t0:.1f} s; {suspects[0][:200]}")
+
+
+def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
+    # each node's own accept (its two local ranks, as an operator runs it node by node), then one verdict
+    t0 = time.monotonic()
+    files = [tmp_path / f"accept-node{i}.json" for i in range(2)]
+    with netns.Nodes(2) as nodes:
+        procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", "--backend", "gloo", "--init-rounds", "3",
+                                 "--stress-rounds", "4", "--json", str(files[i])],
+                             env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(2)]
+        got = finish(procs, 240)
+    assert not left_behind(nodes)
+    for code, out, err in got:
+        assert code == 0 and "accept PASS against profile gloo-cpu" in out, out[-2000:] + err[-2000:]
+    fleet = subprocess.run([PY, "-m", "nccl_bench", "fleet", *map(str, files), "--out", str(tmp_path / "fleet")],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+    assert "2 node(s) from 2 file(s)" in fleet.stdout and "no node(s) flagged of 2" in fleet.stdout, fleet.stdout
+    md = (tmp_path / "fleet" / "fleet.md").read_text()
+    assert "| node0" in md and "| node1" in md
+    print(f"\naccept x 2 nodes + fleet: {time.monotonic() - t0:.1f} s; {fleet.stdout.splitlines()[-1]}")
