@@ -123,7 +123,9 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
         assert code == 1, out[-3000:] + err[-2000:]
         assert "stress: stopped after scoped round" in out and "a rank or the job store was lost" in out, out[-3000:]
         assert "node1 unreachable" in out or "never arrived: rank 1 (node1)" in out, out[-3000:]
-        assert ended_s < 20, f"the run took {ended_s:.0f} s to end after the cut"
+        # its bound: the start barrier (gather: deadline + 5 s grace on gloo; then 5 s) + the deadline + the 2 s
+        # leave + exit, about 16 s here; 30 under a loaded CI
+        assert ended_s < 30, f"the run took {ended_s:.0f} s to end after the cut"
         kept = rounds(journal)
         assert [r["round"] for r in kept] == list(range(len(kept)))  # every finished round, once, in order
         lines = journal.read_text().splitlines()
@@ -134,8 +136,8 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
         assert not [p for p in procs if p.poll() is None]
     assert not left_behind(nodes)
     cut_line = next(x for x in out.splitlines() if x.startswith("[scoped round"))
-    with netns.Nodes(2) as nodes:  # the link is back (new links): resume
-        code, out, err = finish(torchrun(nodes, 1, [*args, "--resume"], uuid.uuid4().hex[:8]), 90)[0]
+    with netns.Nodes(2) as nodes:  # the link is back (new links): resume, this time as Slurm starts it
+        code, out, err = finish(srun(nodes, 1, [*args, "--resume"]), 90)[0]
         # exit 1: the run holds the rounds the partition failed; every one is there once, and no other failed
         table = next(x.split() for x in out.splitlines() if x.startswith("scoped "))
         assert code == 1 and table[1] == "120", out[-3000:] + err[-2000:]
