@@ -26,8 +26,8 @@ def test_the_schedule_is_a_round_robin_tournament(n):
 
 def locate(tmp_path, inject: str, *args):
     out = tmp_path / f"locate-{len(list(tmp_path.iterdir()))}.json"
-    proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "8", "--timeout", "30", "--size",
-                "256K", "--iters", "3", "--json", str(out), *args], timeout=240,
+    proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "8", "--timeout", "30",
+                "--json", str(out), *args], timeout=240,
                env={"NCCL_BENCH_FAKE_NODES": "4x2", "NCCL_BENCH_LOCATE_INJECT": inject})
     doc = json.loads(out.read_text()) if out.exists() else None
     return proc, doc

@@ -75,6 +75,8 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
     with netns.Nodes(2) as nodes:
         got = finish(srun(nodes, 2, ["-m", "stress", "--backend", "gloo", "--init", "stock,scoped", "--skew-max",
                                      "0.2", "--rounds", "5", "--timeout", "1.5", "--journal", str(journal)]), 120)
+        bench = finish(srun(nodes, 2, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "64K", "-e", "64K",
+                                       "-n", "3", "-w", "1", "-J", str(tmp_path / "bench.json")], step=1), 120)
         assert not [p for p in nodes.procs if p.poll() is None]
     assert not left_behind(nodes)
     code, out, err = got[0]
@@ -90,7 +92,10 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
     node = "node0" if s["rank"] < 2 else "node1"
     assert f"rank {s['rank']} on {node} used root {s['root']}'s ID from round" in line, line
     assert "on node1" in " ".join(r["diagnosis"] for r in stale), line  # the other node named too
-    print(f"\nstress 2 nodes x 2 (srun): {time.monotonic() - t0:.1f} s; {line[:200]}")
+    assert bench[0][0] == 0, bench[0][1][-2000:] + bench[0][2][-2000:]  # bench all_reduce across the nodes
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    assert doc["meta"]["hosts"] == ["node0", "node1"] and doc["results"][0]["out_of_place"]["nwrong"] == 0
+    print(f"\nstress + bench 2 nodes x 2 (srun): {time.monotonic() - t0:.1f} s; {line[:200]}")
 
 
 def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_path):
@@ -152,22 +157,16 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
           f"{time.monotonic() - t0:.1f} s; {cut_line[:160]}")
 
 
-def test_bench_and_locate_across_nodes_name_a_shaped_link_not_a_gpu(tmp_path):
+def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
     # Slurm's way, 3 nodes x 2 tasks; node1's link limited with tc tbf. A third node tells the sending
     # end from the receiving one; two ranks per node tell the link from the GPU.
-    bench, located = tmp_path / "bench.json", tmp_path / "locate.json"
+    located = tmp_path / "locate.json"
     t0 = time.monotonic()
     with netns.Nodes(3) as nodes:
         nodes.shape(1, "8mbit")
-        got = finish(srun(nodes, 2, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "64K", "-e", "64K",
-                                     "-n", "3", "-w", "1", "-J", str(bench)], step=0), 120)
-        assert got[0][0] == 0, got[0][1][-2000:] + got[0][2][-2000:]
         got = finish(srun(nodes, 2, ["-m", "nccl_bench", "locate", "--backend", "gloo", "--size", "64K", "--iters",
-                                     "2", "--no-picture", "--json", str(located)], step=1), 120)
+                                     "2", "--no-picture", "--json", str(located)]), 120)
     assert not left_behind(nodes)
-    doc = json.loads(bench.read_text())
-    row = doc["results"][0]
-    assert doc["meta"]["hosts"] == ["node0", "node1", "node2"] and row["out_of_place"]["nwrong"] == 0
     code, out, err = got[0]
     assert code == 1, out[-3000:] + err[-2000:]
     suspects = [x for x in out.splitlines() if x.startswith("SUSPECT")]
@@ -176,7 +175,7 @@ def test_bench_and_locate_across_nodes_name_a_shaped_link_not_a_gpu(tmp_path):
     rows = json.loads(located.read_text())["rows"]
     classes = {(r["src_node"] == r["dst_node"], r["class"]) for r in rows}
     assert classes == {(True, "same node"), (False, "network")}, classes
-    print(f"\nbench + locate 3 nodes x 2 (srun, node1 at 8 Mbit/s): {time.monotonic() - t0:.1f} s; {suspects[0][:200]}")
+    print(f"\nlocate 3 nodes x 2 (srun, node1 at 8 Mbit/s): {time.monotonic() - t0:.1f} s; {suspects[0][:200]}")
 
 
 def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
