@@ -2,17 +2,27 @@
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
+import netns
 from helpers import one_line_error, run
 
+# accept's flags for an end-to-end run on the CPU model that records the node as a golden one
+END_TO_END = ["--backend", "gloo", "--profile", "gloo-cpu", "--init-rounds", "3", "--stress-rounds", "4"]
 
+
+@pytest.mark.skipif(netns.why_not() is None, reason="tests/test_multinode.py runs this on node0, beside node1's")
 def test_accept_gloo_end_to_end(tmp_path):
-    """... recording this node as a golden one: its profile judges its own measurements as PASS."""
     out, xml, golden = tmp_path / "accept.json", tmp_path / "accept.xml", tmp_path / "golden.json"
-    proc = run(["-m", "nccl_bench", "accept", "--backend", "gloo", "--profile", "gloo-cpu", "--init-rounds", "3",
-                "--stress-rounds", "4", "--json", str(out), "--junit", str(xml), "--record-baseline", str(golden)],
-               timeout=400)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "accept PASS against profile gloo-cpu" in proc.stdout
+    proc = run(["-m", "nccl_bench", "accept", *END_TO_END, "--json", str(out), "--junit", str(xml),
+                "--record-baseline", str(golden)], timeout=400)
+    check_end_to_end(proc.returncode, proc.stdout + proc.stderr, out, xml, golden)
+
+
+def check_end_to_end(code: int, text: str, out, xml, golden):
+    """... recording this node as a golden one: its profile judges its own measurements as PASS."""
+    assert code == 0, text[-4000:]
+    assert "accept PASS against profile gloo-cpu" in text
     doc = json.loads(out.read_text())
     checks = {r["check"]: r for r in doc["rows"]}
     assert checks["busbw all_reduce 1 MiB"]["status"] == "pass"
@@ -29,7 +39,7 @@ def test_accept_gloo_end_to_end(tmp_path):
     for (coll, size), floor in floors.items():  # floor = golden x (1 - 0.05 - spread), spread from 3 cycles
         tol = base["derivation"]["tolerance"][f"{coll}:{size}"]
         assert 0.05 <= tol <= 0.5 and abs(floor - got[f"{coll}:{size}"] * (1 - tol)) < 0.01
-    meas = tmp_path / "m.json"
+    meas = out.with_name("m.json")
     meas.write_text(json.dumps({k: doc["meta"]["measurements"][k] for k in ("busbw", "latency_us_8B", "init_ms_p50",
                                                                            "wrong", "stress_failures")}))
     judged = run(["-m", "nccl_bench.health.verdicts", str(meas), "--profile", str(golden)])

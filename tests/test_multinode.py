@@ -179,18 +179,23 @@ def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
 
 
 def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
-    # each node's own accept (its two local ranks, as an operator runs it node by node), then one verdict
+    # each node's own accept (its two local ranks, as an operator runs it node by node), node0 recorded as
+    # the golden one (test_accept's end-to-end checks), then one verdict over both nodes' files
+    from test_accept import END_TO_END, check_end_to_end
     t0 = time.monotonic()
     files = [tmp_path / f"accept-node{i}.json" for i in range(2)]
+    xml, golden = tmp_path / "accept.xml", tmp_path / "golden.json"
+    golden_args = ["--junit", str(xml), "--record-baseline", str(golden)]
     with netns.Nodes(2) as nodes:
-        procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", "--backend", "gloo", "--init-rounds", "3",
-                                 "--stress-rounds", "4", "--json", str(files[i])],
+        procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", *END_TO_END, "--json", str(files[i]),
+                                 *(golden_args if i == 0 else [])],
                              env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(2)]
         got = finish(procs, 240)
     assert not left_behind(nodes)
-    for code, out, err in got:
-        assert code == 0 and "accept PASS against profile gloo-cpu" in out, out[-2000:] + err[-2000:]
+    check_end_to_end(got[0][0], got[0][1] + got[0][2], files[0], xml, golden)
+    code, out, err = got[1]
+    assert code == 0 and "accept PASS against profile gloo-cpu" in out, out[-2000:] + err[-2000:]
     fleet = subprocess.run([PY, "-m", "nccl_bench", "fleet", *map(str, files), "--out", str(tmp_path / "fleet")],
                            cwd=REPO, capture_output=True, text=True, timeout=120)
     assert fleet.returncode == 0, fleet.stdout + fleet.stderr
