@@ -83,7 +83,7 @@ class Run:
             self.writer.note(note)
         else:
             journal.check_new(self.journal_path)
-            hosts = [self.job.store.host_of(r) for r in range(self.n)]
+            hosts = self.job.store.hosts(self.resync_timeout)  # ranks on other nodes may still be connecting
             self.writer = journal.Writer(self.journal_path, {
                 "options": self.identity, "time": time.time(),
                 "meta": sysinfo.collect(self.opts.job.backend, sorted(set(hosts)))})

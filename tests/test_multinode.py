@@ -82,6 +82,7 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
     code, out, err = got[0]
     assert code == 1, out[-2000:] + err[-2000:]  # stock's stale IDs fail rounds; the job says so
     rows = rounds(journal)
+    assert json.loads(journal.read_text().splitlines()[0])["meta"]["hosts"] == ["node0", "node1"]
     stock = [r for r in rows if r["mode"] == "stock"]
     scoped = [r for r in rows if r["mode"] == "scoped"]
     assert len(stock) == len(scoped) == 5 and all(r["verdict"] == "ok" for r in scoped)

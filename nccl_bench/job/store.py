@@ -115,6 +115,14 @@ class JobStore:
         key = f"host/{rank}"
         return self.raw.get(key).decode() if self.raw.check([key]) else ""
 
+    def hosts(self, timeout: float) -> list[str]:
+        """Every rank's host, waiting up to `timeout` for ranks still connecting ('' for one that never came)."""
+        try:
+            self.raw.wait([f"host/{r}" for r in range(self.ident.world_size)], _td(timeout))
+        except Exception:
+            pass  # a rank that never connects is named by whatever waits for it next
+        return [self.host_of(r) for r in range(self.ident.world_size)]
+
     def barrier(self, name: str, timeout: float | None = None, ranks: list[int] | None = None) -> None:
         """All ranks (or those of `ranks`) arrive at `name` (unique per round) or BarrierTimeout names
         who did not."""
