@@ -182,9 +182,9 @@ def cut_off(hosts: list[str] | None, missing: set[int]) -> list[str]:
 def explain(v: str, records, missing, stale, first, wrong: int, found: list[str] = (),
             hosts: list[str] | None = None) -> str:
     parts = []
-    # across nodes, every rank named comes with its node (a job on one host needs no such words)
-    on = (lambda r: f" on {hosts[r]}" if r is not None and r < len(hosts) else "") \
-        if hosts and len(set(hosts)) > 1 else (lambda r: "")  # noqa: E731
+    def on(r) -> str:  # across nodes, every rank named comes with its node; on one host, no such words
+        many = hosts and len(set(hosts)) > 1
+        return f" on {hosts[r]}" if many and r is not None and r < len(hosts) else ""
     if stale:
         caught = " caught before init" if v == "stale" else ""
         reads = "; ".join(

@@ -142,7 +142,7 @@ class Run:
                                                                           self.resync_timeout))
         except BarrierTimeout as e:  # a rank is gone: this round cannot run
             row = judge(mode, r, self.n, [None] * self.n, e.missing, self.history,
-                        {"dead": self.everyone.dead([m for m, _ in e.missing]), "hosts": self.everyone.hosts()})
+                        {"dead": self.everyone.dead([m for m, _ in e.missing]), "hosts": self.everyone.hosts})
             row["diagnosis"] = "at the start of the round: " + row["diagnosis"]
             return {"seq": seq, "mode": mode, "round": r, **row, "skew_ms": [], "ranks": [], "lost": True}
         except Exception as e:
@@ -170,7 +170,7 @@ class Run:
             last = {m: self.last_phase(seq, m) for m, _ in missing}
         except StoreLost as lost:
             return self.lost_row(seq, mode, r, skews, rec, lost)
-        context = {"timeout": opts.job.timeout, "dead": dead, "last_phase": last, "hosts": self.everyone.hosts()}
+        context = {"timeout": opts.job.timeout, "dead": dead, "last_phase": last, "hosts": self.everyone.hosts}
         row = judge(mode, r, self.n, records, missing, self.history, context)
         self.judged = (missing, context)  # to judge again if a teardown behind this round fails
         row["injected"] = inject.in_round(opts.inject, r)

@@ -41,10 +41,7 @@ class Peers:
     def __init__(self, mine: dict, everyone: list[dict]):
         self.host = mine["host"]
         self.ranks = everyone
-
-    def hosts(self) -> list[str]:
-        """Every rank's host, by rank (the diagnosis names nodes with them)."""
-        return [p.get("host") or "" for p in self.ranks]
+        self.hosts = [p.get("host") or "" for p in everyone]  # by rank: the diagnosis names nodes with them
 
     def dead(self, ranks: list[int]) -> dict[int, dict]:
         """The ranks among `ranks` that ran on this host and are gone: rank -> pid, host, signal."""

@@ -64,10 +64,6 @@ def wait_rounds(path, n: int, timeout: float) -> None:
     raise AssertionError(f"{path} did not reach {n} rounds in {timeout:g} s")
 
 
-def left_behind(nodes) -> list[str]:
-    return nodes.leftovers()
-
-
 def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clean(tmp_path):
     # Slurm's way: 2 nodes x 2 tasks, each started on its node
     journal = tmp_path / "j.jsonl"
@@ -78,7 +74,7 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
         bench = finish(srun(nodes, 2, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "64K", "-e", "64K",
                                        "-n", "3", "-w", "1", "-J", str(tmp_path / "bench.json")], step=1), 120)
         assert not [p for p in nodes.procs if p.poll() is None]
-    assert not left_behind(nodes)
+    assert not nodes.leftovers()
     code, out, err = got[0]
     assert code == 1, out[-2000:] + err[-2000:]  # stock's stale IDs fail rounds; the job says so
     rows = rounds(journal)
@@ -140,14 +136,14 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
         nodes.close()  # the cut-off node's torchrun agent waits on its rendezvous store: the scheduler's to end
         nodes.procs.clear()
         assert not [p for p in procs if p.poll() is None]
-    assert not left_behind(nodes)
+    assert not nodes.leftovers()
     cut_line = next(x for x in out.splitlines() if x.startswith("[scoped round"))
     with netns.Nodes(2) as nodes:  # the link is back (new links): resume, this time as Slurm starts it
         code, out, err = finish(srun(nodes, 1, [*args, "--resume"]), 90)[0]
         # exit 1: the run holds the rounds the partition failed; every one is there once, and no other failed
         table = next(x.split() for x in out.splitlines() if x.startswith("scoped "))
         assert code == 1 and table[1] == "120", out[-3000:] + err[-2000:]
-    assert not left_behind(nodes)
+    assert not nodes.leftovers()
     every = rounds(journal)
     ok = [r for r in every if r["verdict"] == "ok"]
     assert sorted(r["round"] for r in every) == list(range(120)), "every round exactly once"
@@ -167,7 +163,7 @@ def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
         nodes.shape(1, "8mbit")
         got = finish(srun(nodes, 2, ["-m", "nccl_bench", "locate", "--backend", "gloo", "--size", "64K", "--iters",
                                      "2", "--no-picture", "--json", str(located)]), 120)
-    assert not left_behind(nodes)
+    assert not nodes.leftovers()
     code, out, err = got[0]
     assert code == 1, out[-3000:] + err[-2000:]
     suspects = [x for x in out.splitlines() if x.startswith("SUSPECT")]
@@ -193,7 +189,7 @@ def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
                              env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(2)]
         got = finish(procs, 240)
-    assert not left_behind(nodes)
+    assert not nodes.leftovers()
     check_end_to_end(got[0][0], got[0][1] + got[0][2], files[0], xml, golden)
     code, out, err = got[1]
     assert code == 0 and "accept PASS against profile gloo-cpu" in out, out[-2000:] + err[-2000:]

@@ -146,7 +146,8 @@ def one_path(found: list[dict]) -> list[dict]:
             "evidence": src["evidence"][:1] + ["from two nodes, the sender's link and the receiver's cannot be told "
                                                 "apart: a third node tells which"]}]
     for s in found:
-        s.pop("_pairs", None), s.pop("_node", None)
+        s.pop("_pairs", None)
+        s.pop("_node", None)
     return found
 
 
