@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
 
 from helpers import run
+from nccl_bench.comm import gloo
+from nccl_bench.comm.base import torch_defaults
 from nccl_bench.core import resources
+from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.stats import percentile
 from nccl_bench.core.streaming import EXACT_CAP, Quantiles, Trend
 from nccl_bench.health.leaks import LeakWatch, floor_of
@@ -54,7 +58,41 @@ def test_init_leak_check_samples_a_bare_loop(tmp_path):
     assert "leak watch:" in proc.stdout and "60 inits in" in proc.stdout
 
 
+def test_the_cpu_model_keeps_what_torch_keeps_per_init_small(monkeypatch):
+    # torch keeps ~140 B for every thread that ever ran a gloo collective and ~250 B for every group its
+    # flight recorder saw (results/cpu/soak): one worker thread per communicator, the recorder off unless
+    # the user sized it, one transport per process
+    for var in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    opts = gloo._options(Deadline(5))
+    assert opts._threads == 1 and os.environ["TORCH_FR_BUFFER_SIZE"] == "0"
+    assert gloo._devices() is gloo._devices()
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "2000")
+    torch_defaults()
+    assert os.environ["TORCH_FR_BUFFER_SIZE"] == "2000"
+
+
 # --- the pure parts --------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode, swept", [("scoped", True), ("stock", False), ("regular", False)])
+def test_a_torch_init_under_its_own_prefix_leaves_its_id_key_to_the_sweeper(mode, swept):
+    # PyTorch publishes each root's ID under the group's store prefix; a scoped restart's prefix is this
+    # init's alone (2 keys per init stayed for good on 2 x H100 before), stock's keys are overwritten
+    import torch.distributed as dist
+    from nccl_bench.comm.plan import InitPlan
+    from nccl_bench.comm.torch_pg import RecordingStore, TorchCommunicator, _scope
+    plan = InitPlan(rank=1, nranks=2, mode=mode, ranks_per_root=1, counter=5, store=None, namespace="stress")
+    comm = TorchCommunicator()
+    comm._store = RecordingStore(dist.PrefixStore(_scope(plan), dist.HashStore()))
+    comm._store.inner.set("0//cuda//UniqueNCCLID:0", bytes(128))  # root 0's, published on its rank
+    comm._store.set("0//cuda//UniqueNCCLID:1", bytes(128))  # this rank's, as PyTorch publishes it
+    comm._store.get("0//cuda//UniqueNCCLID:0")
+    comm._record(plan)
+    keys = own_keys(5, 1, {"evidence": comm.ids_used.evidence()}, behind=True, check_ids=False, held=False)
+    assert ("torch/stress/5/0//cuda//UniqueNCCLID:1" in keys) == swept, keys
+    assert not any(k.endswith("UniqueNCCLID:0") for k in keys)  # another root's: that rank deletes its own
+
+
 def test_trend_slope_and_interval_follow_least_squares():
     rng = random.Random(1)
     t = Trend()

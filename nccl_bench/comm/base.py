@@ -11,6 +11,7 @@ DeadlineExceeded. Out-of-place when `send is not recv`, in-place otherwise.
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 from abc import ABC, abstractmethod
 from typing import Callable
@@ -26,6 +27,14 @@ REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
 _PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),
                  "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm"), "exchange": ("rounds", "native")}
+
+
+def torch_defaults() -> None:
+    """Before a torch process group is made: torch's flight recorder off unless the user set its size.
+    It keeps about 250 B per process group for good (its per-group status map), so a run that makes one
+    group per round grows with rounds; our own flight records and diagnosis stand in for it."""
+    if "TORCH_NCCL_TRACE_BUFFER_SIZE" not in os.environ:
+        os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "0")
 
 
 class Communicator(ABC):

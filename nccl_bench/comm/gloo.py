@@ -9,9 +9,17 @@ as PyTorch 2.11 keys them inside one process group (a group prefix; `stock`'s sc
 `UniqueNCCLID:<root>` with no counter, so they repeat for every communicator of the group;
 the broadcast path, which `scoped` = ranks per root >= world size takes, keyed by the group's
 comm counter, so fresh). See nccl_bench/comm/scenario.py.
+
+What each init costs the process is kept small (issue #31): torch keeps, for good, about 140 B for
+every thread that ever ran a collective (c10d's RankLocal map, keyed by a thread id never reused) and
+about 250 B for every process group its flight recorder saw. So a communicator gets one worker thread
+(torch's default is two) and torch's flight recorder is off (torch_defaults). The transport device is
+made once per process, as NCCL keeps its network across communicators; each init still makes its own
+context and connections.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from datetime import timedelta
@@ -20,7 +28,8 @@ import torch
 import torch.distributed as dist
 
 from nccl_bench.comm.bootstrap import exchange_for
-from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, id_prefix, round_views
+from nccl_bench.comm.base import (EXCHANGE_ROUND_S, Communicator, InitPlan, id_prefix, round_views,
+                                  torch_defaults)
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded
 
@@ -54,8 +63,7 @@ class GlooCommunicator(Communicator):
         store = dist.PrefixStore(prefix, plan.store.raw)
         self._store, self._key = plan.store.raw, f"{prefix}/0/{plan.rank}"
         try:
-            self.pg = dist.ProcessGroupGloo(store, plan.rank, plan.nranks,
-                                            timedelta(seconds=max(deadline.remaining(), 0.001)))
+            self.pg = dist.ProcessGroupGloo(store, plan.rank, plan.nranks, _options(deadline))
         except Exception as e:
             kind = DeadlineExceeded if deadline.expired() or "imeout" in str(e) else CommError
             raise self._err(kind, "init", "gloo rendezvous failed",
@@ -171,6 +179,25 @@ class GlooCommunicator(Communicator):
         after, self._after = self._after, []
         for fix in after:
             fix()
+
+
+def _options(deadline: Deadline):
+    torch_defaults()
+    opts = dist.ProcessGroupGloo._Options()
+    opts._timeout = timedelta(seconds=max(deadline.remaining(), 0.001))
+    opts._devices = _devices()
+    opts._threads = len(opts._devices)  # collectives of one communicator run in order: one thread each
+    return opts
+
+
+@functools.cache
+def _devices() -> list:
+    """The process's transport, as torch makes it: one device per GLOO_SOCKET_IFNAME interface, else
+    the host name's address."""
+    names = [n for n in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if n]
+    if names:
+        return [dist.ProcessGroupGloo.create_device(interface=n) for n in names]
+    return [dist.ProcessGroupGloo.create_default_device()]
 
 
 def _opts_allreduce(op: str):

@@ -30,13 +30,13 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from nccl_bench.comm.bootstrap import IdExchange, fingerprint
+from nccl_bench.comm.bootstrap import IdExchange
 from nccl_bench.comm.ncclnames import first_line, torch_error_name
-from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views
+from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views, torch_defaults
+from nccl_bench.comm.recordingstore import RecordingStore
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, EXIT_FAILED
 
-_ID_BYTES = 128  # sizeof(ncclUniqueId): values of this size under PyTorch's keys are IDs
 _GRACE_S = 10.0  # after the deadline and an abort, a call still blocked ends the process
 
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
@@ -72,71 +72,9 @@ class _Watchdog:
             os._exit(EXIT_FAILED)
 
 
-class RecordingStore(dist.Store):
-    """Passes every call to `inner` and notes the unique IDs PyTorch publishes and reads.
-
-    PyTorch exchanges IDs itself (broadcastUniqueNCCLID / allgatherUniqueNCCLIDs), so this
-    is how we see exactly which ID each rank used: values of ncclUniqueId's size.
-    """
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.published: dict[str, str] = {}
-        self.read: dict[str, str] = {}
-
-    def forget(self) -> None:
-        """same-group: one store serves every communicator of the group; keep one init's IDs."""
-        self.published.clear()
-        self.read.clear()
-
-    def _note(self, book, key, value):
-        if len(value) == _ID_BYTES:
-            book[key] = fingerprint(bytes(value))
-
-    def set(self, key, value):
-        self._note(self.published, key, value)
-        return self.inner.set(key, value)
-
-    def get(self, key):
-        value = self.inner.get(key)
-        self._note(self.read, key, value)
-        return value
-
-    def multi_get(self, keys):
-        values = self.inner.multi_get(keys)
-        for k, v in zip(keys, values):
-            self._note(self.read, k, v)
-        return values
-
-    def multi_set(self, keys, values):
-        for k, v in zip(keys, values):
-            self._note(self.published, k, v)
-        return self.inner.multi_set(keys, values)
-
-    def add(self, key, n):
-        return self.inner.add(key, n)
-
-    def compare_set(self, key, expected, desired):
-        return self.inner.compare_set(key, expected, desired)
-
-    def check(self, keys):
-        return self.inner.check(keys)
-
-    def wait(self, keys, timeout=None):
-        return self.inner.wait(keys) if timeout is None else self.inner.wait(keys, timeout)
-
-    def delete_key(self, key):
-        return self.inner.delete_key(key)
-
-    def num_keys(self):
-        return self.inner.num_keys()
-
-    def set_timeout(self, timeout):
-        return self.inner.set_timeout(timeout)
-
-    def append(self, key, value):
-        return self.inner.append(key, value)
+def _scope(plan: InitPlan) -> str:
+    """restart: the store prefix of one init's process group (`scoped`: its own, per init)."""
+    return f"torch/{plan.namespace}" + (f"/{plan.counter}" if plan.mode == "scoped" else "")
 
 
 class _Group:
@@ -176,8 +114,7 @@ class TorchCommunicator(Communicator):
         with _Watchdog(self, deadline, "init") as wd:
             try:
                 if plan.group is None:
-                    self._new_group(plan, deadline, f"torch/{plan.namespace}"
-                                    + (f"/{plan.counter}" if plan.mode == "scoped" else ""), self.device)
+                    self._new_group(plan, deadline, _scope(plan), self.device)
                 else:
                     self._join_group(plan, deadline)
                 self.pg = dist.group.WORLD
@@ -194,6 +131,7 @@ class TorchCommunicator(Communicator):
         self.created = True
 
     def _new_group(self, plan: InitPlan, deadline: Deadline, scope: str, device_id) -> None:
+        torch_defaults()
         self._store = RecordingStore(dist.PrefixStore(scope, plan.store.raw))
         dist.init_process_group("nccl", store=self._store, rank=plan.rank, world_size=plan.nranks,
                                 device_id=device_id, timeout=timedelta(seconds=max(deadline.remaining(), 1)))
@@ -214,8 +152,11 @@ class TorchCommunicator(Communicator):
         st = self._store
         seen = {**st.published, **st.read}  # a broadcast root reads nothing: it used what it set
         keys = sorted(seen, key=_root_order)
+        # a scoped restart's keys live under a prefix of this init alone: the harness may delete them
+        # (once every rank is done); other layouts' keys are PyTorch's to overwrite, so no namespace
+        scope = _scope(plan) if plan.group is None and plan.mode == "scoped" else ""
         ex = IdExchange(plan.mode, plan.counter, plan.rank, len(keys), keys,
-                        fingerprints=[seen[k] for k in keys])
+                        fingerprints=[seen[k] for k in keys], namespace=scope)
         if st.published:
             key, fp = next(iter(st.published.items()))
             ex.published, ex.published_root = fp, _root_order(key)
