@@ -160,3 +160,16 @@ def test_cli_bad_profile_one_line_exit_2(tmp_path, profile, needle):
         profile = write_json(tmp_path / "p.json", base)
     err = one_line_error(run(["-m", "nccl_bench.health.verdicts", meas, "--profile", profile], timeout=60))
     assert needle in err
+
+
+def test_a_golden_node_of_several_gpus_records_copy_floors_it_can_load_again(tmp_path):
+    # accept's copies name the slowest GPU beside each figure (`d2h_gpu`: 1); only the figures are floors
+    from nccl_bench.health import golden
+    m = {"busbw": {("all_reduce", 1 << 30): 330.0}, "latency_us_8B": 12.0, "init_ms_p50": 45.0,
+         "copy_GBps": {"device_GBps": 2860.0, "device_gpu": 1, "h2d_GBps": 53.5, "h2d_gpu": 0,
+                       "d2h_GBps": 54.6, "d2h_gpu": 1}}
+    p = golden.record(m, {}, "nccl", ["NVIDIA H100 80GB HBM3"] * 2, "node7", nvls=False)
+    assert set(p.copy_min_GBps) == {"device", "h2d", "d2h"}
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps(profiles.to_doc(p)))
+    assert profiles.load(str(path)).copy_min_GBps == p.copy_min_GBps

@@ -44,6 +44,21 @@ SOURCES = {
     "nvls": "NVIDIA/nccl-tests#212: NVLS all_reduce peak busbw about 480 GB/s on 8 x H100; others as nvswitch",
     "pcie": "NCCL src/graph/topo.h: 12 GB/s usable of PCIe gen3 x16 (0.76 of the link)",
 }
+# Two GPUs run NCCL's two-rank ring and tree over their own links whether a switch sits between them or
+# not, so a pair on NVSwitch takes the pair anchor's row: 2 x H100 on NVSwitch measured all_gather 268.8,
+# reduce_scatter 274.3, alltoall 313.4 GB/s at 1 GiB, the anchor's 269.3, 276.9, 332.1 (results/h100x2/accept)
+PAIR_SOURCE = ("shared/anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s): two ranks "
+               "on NVSwitch measure as a direct pair (2 x H100, results/h100x2/accept)")
+
+
+def efficiency(kind: str, gpus: int) -> tuple[dict, str]:
+    """(busbw / bottleneck per collective, its source) for `gpus` GPUs on `kind`."""
+    if gpus == 2 and kind in ("nvswitch", "nvls"):
+        return {**_NVLINK, **({"all_reduce": EFFICIENCY["nvls"]["all_reduce"]} if kind == "nvls" else {})}, \
+            PAIR_SOURCE + ("; NVLS all_reduce: " + SOURCES["nvls"] if kind == "nvls" else "")
+    return EFFICIENCY[kind], SOURCES[kind]
+
+
 HBM_GBPS = (("H200", 4800), ("H100 PCIe", 2000), ("H100", 3350), ("H800", 3350), ("A100-SXM4-80GB", 2039),
             ("A100 80GB PCIe", 1935), ("A100", 1555), ("B200", 8000), ("GB200", 8000), ("L40S", 864))
 COPY_EFFICIENCY = 0.9
@@ -71,8 +86,8 @@ def transport(f: NodeFacts) -> tuple[str, float | None]:
 def expectations(f: NodeFacts) -> dict:
     """{transport, bottleneck_GBps, busbw_GBps: {collective: GB/s}, copy_GBps: {...}}."""
     kind, bottleneck = transport(f)
-    busbw = {} if f.gpus < 2 or not bottleneck else {
-        c: round(bottleneck * EFFICIENCY[kind][c], 1) for c in COLLECTIVES}
+    eff, _ = efficiency(kind, f.gpus)
+    busbw = {} if f.gpus < 2 or not bottleneck else {c: round(bottleneck * eff[c], 1) for c in COLLECTIVES}
     copy = {}
     hbm = hbm_GBps(f.gpu_model)
     if hbm:
@@ -86,13 +101,14 @@ def derive(f: NodeFacts, backends: tuple[str, ...] = ("nccl", "torch"), margin: 
     """The derived profile of this node: floors = expectations x margin, its derivation kept as data."""
     exp = expectations(f)
     kind = exp["transport"]
+    eff, eff_source = efficiency(kind, f.gpus)
     floors = tuple(BusbwFloor(c, SIZE, round(v * margin, 1)) for c, v in exp["busbw_GBps"].items())
     copy = {k: round(v * margin, 1) for k, v in exp["copy_GBps"].items()}
     short = f.gpu_model.replace("NVIDIA ", "").split()[0]
     derivation = {
         "inputs": f.as_dict(), "formula": "floor = bottleneck x efficiency(collective, transport) x margin",
         "transport": kind, "bottleneck_GBps": exp["bottleneck_GBps"], "margin": margin,
-        "efficiency": {c: EFFICIENCY[kind][c] for c in exp["busbw_GBps"]}, "efficiency_source": SOURCES[kind],
+        "efficiency": {c: eff[c] for c in exp["busbw_GBps"]}, "efficiency_source": eff_source,
         "expected_busbw_GBps": exp["busbw_GBps"], "expected_copy_GBps": exp["copy_GBps"],
         "copy_source": f"HBM {hbm_GBps(f.gpu_model)} GB/s (datasheet) x {COPY_EFFICIENCY}; PCIe gen "
                        f"{f.pcie_gen} x{f.pcie_width} x {HOST_COPY_EFFICIENCY}",
@@ -103,7 +119,7 @@ def derive(f: NodeFacts, backends: tuple[str, ...] = ("nccl", "torch"), margin: 
         latency_8B_max_us=LATENCY_US[kind], init_max_ms=INIT_MS_2GPU + INIT_MS_PER_GPU * max(0, f.gpus - 2),
         wrong_max=0, stress_failures_max=0, counters_max_increase=dict(ZERO_COUNTERS),
         description=f"derived from this node: {f.gpus} x {f.gpu_model}, {assumed(f, exp)}",
-        source=f"derived: {derivation['formula']}; {SOURCES[kind]}", origin="derived", copy_min_GBps=copy,
+        source=f"derived: {derivation['formula']}; {eff_source}", origin="derived", copy_min_GBps=copy,
         derivation=derivation)
 
 

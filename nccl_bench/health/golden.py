@@ -3,7 +3,8 @@ other nodes are judged against it with `--profile FILE`.
 
 Each floor is what the golden node measured, less a tolerance that grows with how much that point
 varied over its -N cycles there: tolerance = BASE_TOL + spread, where spread = (max - min) / median
-of the cycles (a point that moved 3 % between cycles gets 8 %). Limits (8-byte latency, init) get
+of the cycles (a point that moved 3 % between cycles gets 8 %). Only bandwidth-bound sizes get a
+floor: smaller ones move from run to run by more than their cycles show. Limits (8-byte latency, init) get
 the latency tolerance on top of their own spread, since small-message times move more between runs.
 """
 from __future__ import annotations
@@ -16,18 +17,27 @@ from nccl_bench.health.profiles import BusbwFloor, Match, Profile
 BASE_TOL = 0.05  # the floor sits 5 % under the golden median, plus the point's own spread
 MAX_TOL = 0.5  # however unstable the golden point, its floor keeps half of it (the JSON keeps the spread)
 LATENCY_TOL = 0.5  # 8-byte latency and init may be 50 % above the golden median, plus spread
+# Floors only where a collective runs at >= this share of its own peak busbw: bandwidth-bound sizes.
+# Three accept runs on one 2 x H100 node (results/h100x2/accept) differed by up to 20 % (once 69 %)
+# from 1 to 16 MiB, where the spread over one run's cycles said 2-45 %, and by at most 4.4 % from 64 MiB.
+BANDWIDTH_BOUND = 0.8
 
 
 def record(m: dict, spreads: dict, backend: str, gpu_names: list[str], host: str, nvls: bool | None) -> Profile:
     """The profile of golden measurements `m` (accept's shape) with `spreads` {(collective, bytes): %}."""
     floors, tol_used = [], {}
-    for (coll, size), v in sorted((m.get("busbw") or {}).items()):
-        if not v or size < (1 << 20):
-            continue  # small sizes measure latency, not bandwidth
+    busbw = m.get("busbw") or {}
+    peak = {}
+    for (coll, _), v in busbw.items():
+        peak[coll] = max(peak.get(coll, 0.0), v or 0.0)
+    for (coll, size), v in sorted(busbw.items()):
+        if not v or size < (1 << 20) or v < BANDWIDTH_BOUND * peak[coll]:
+            continue  # latency-bound sizes move between runs more than within one: no floor there
         tol = min(MAX_TOL, BASE_TOL + (spreads.get((coll, size)) or 0.0) / 100)
         tol_used[f"{coll}:{size}"] = round(tol, 4)
         floors.append(BusbwFloor(coll, size, round(v * (1 - tol), 2)))
-    copies = {k[:-len("_GBps")]: round(v * (1 - BASE_TOL), 1) for k, v in (m.get("copy_GBps") or {}).items() if v}
+    copies = {k[:-len("_GBps")]: round(v * (1 - BASE_TOL), 1) for k, v in (m.get("copy_GBps") or {}).items()
+              if v and k.endswith("_GBps")}  # beside them, `<copy>_gpu`: which GPU was slowest
     lat = m.get("latency_us_8B")
     init = m.get("init_ms_p50")
     model = gpu_names[0] if gpu_names else None
