@@ -136,6 +136,12 @@ def test_bad_input_is_one_line_exit_2(args, needle):
     assert needle in one_line_error(run([*GLOO, *args]))
 
 
+def test_a_gloo_interface_the_host_lacks_is_one_line_exit_2():
+    # gloo takes GLOO_SOCKET_IFNAME's names exactly: without the check every round failed alike
+    err = one_line_error(run(GLOO, env={"GLOO_SOCKET_IFNAME": "lo,nosuch0"}))
+    assert "GLOO_SOCKET_IFNAME: no interface nosuch0 on this host (it has " in err and "lo" in err
+
+
 def test_journals_are_never_truncated(tmp_path):
     existing = tmp_path / "old.jsonl"
     existing.write_text('{"type":"header","schema":"nccl_bench.stress.journal/1","options":{}}\n')

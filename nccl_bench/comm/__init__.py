@@ -11,6 +11,7 @@ name from it is used.
 from __future__ import annotations
 
 import os
+import socket
 from typing import TYPE_CHECKING
 
 from nccl_bench.comm.plan import InitPlan, InitTimings
@@ -58,7 +59,20 @@ def check_backend(name: str) -> str:
             import nccl.core  # noqa: F401
         except ImportError:
             raise UsageError("--backend nccl needs nccl4py: pip install 'nccl4py[cu13]'") from None
+    if name == "gloo":
+        check_gloo_interfaces()
     return name
+
+
+def check_gloo_interfaces() -> None:
+    """GLOO_SOCKET_IFNAME names interfaces exactly (gloo takes no prefix): each must be on this host,
+    else every init would fail the same way."""
+    wanted = [n for n in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if n]
+    have = {n for _, n in socket.if_nameindex()}
+    missing = [n for n in wanted if n not in have]
+    if missing:
+        raise UsageError(f"GLOO_SOCKET_IFNAME: no interface {', '.join(missing)} on this host "
+                         f"(it has {', '.join(sorted(have))})")
 
 
 def new_communicator(name: str) -> Communicator:
