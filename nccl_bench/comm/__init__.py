@@ -64,12 +64,16 @@ def check_backend(name: str) -> str:
     return name
 
 
+def gloo_interfaces() -> list[str]:
+    """The interfaces GLOO_SOCKET_IFNAME names (comma-separated), in order; [] when unset."""
+    return [n for n in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if n]
+
+
 def check_gloo_interfaces() -> None:
     """GLOO_SOCKET_IFNAME names interfaces exactly (gloo takes no prefix): each must be on this host,
     else every init would fail the same way."""
-    wanted = [n for n in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if n]
     have = {n for _, n in socket.if_nameindex()}
-    missing = [n for n in wanted if n not in have]
+    missing = [n for n in gloo_interfaces() if n not in have]
     if missing:
         raise UsageError(f"GLOO_SOCKET_IFNAME: no interface {', '.join(missing)} on this host "
                          f"(it has {', '.join(sorted(have))})")
@@ -97,4 +101,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["BACKENDS", "Communicator", "InitPlan", "InitTimings", "check_backend",
-           "default_backend", "gpu_count", "new_communicator", "nvidia_driver"]
+           "default_backend", "gloo_interfaces", "gpu_count", "new_communicator", "nvidia_driver"]

@@ -27,6 +27,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from nccl_bench.comm import gloo_interfaces
 from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import (EXCHANGE_ROUND_S, Communicator, InitPlan, id_prefix, round_views,
                                   torch_defaults)
@@ -194,7 +195,7 @@ def _options(deadline: Deadline):
 def _devices() -> list:
     """The process's transport, as torch makes it: one device per GLOO_SOCKET_IFNAME interface, else
     the host name's address."""
-    names = [n for n in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if n]
+    names = gloo_interfaces()
     if names:
         return [dist.ProcessGroupGloo.create_device(interface=n) for n in names]
     return [dist.ProcessGroupGloo.create_default_device()]
