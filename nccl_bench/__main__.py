@@ -1,8 +1,7 @@
-"""python -m nccl_bench COMMAND ...: parse the command name and delegate."""
+"""python -m nccl_bench COMMAND ...: the `nccl-bench` console script (nccl_bench.commands.main)."""
 import sys
 
-from nccl_bench.job.cli import guarded
-from nccl_bench.commands import dispatch
+from nccl_bench.commands import main
 
 if __name__ == "__main__":
-    sys.exit(guarded(lambda: dispatch(sys.argv[1:])))
+    sys.exit(main())

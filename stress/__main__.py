@@ -1,8 +1,7 @@
-"""python -m stress ...: parse and delegate (see stress.command)."""
+"""python -m stress ...: the `nccl-stress` console script (stress.command.console)."""
 import sys
 
-from nccl_bench.job.cli import guarded
-from stress.command import main
+from stress.command import console
 
 if __name__ == "__main__":
-    sys.exit(guarded(lambda: main(sys.argv[1:])))
+    sys.exit(console())

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 from nccl_bench.core import launch, sysinfo
 from nccl_bench.comm.bootstrap import MODES
-from nccl_bench.job.cli import Parser, add_verbose_arg, launch_quietly, run_job
+from nccl_bench.job.cli import Parser, add_verbose_arg, guarded, launch_quietly, run_job
 from nccl_bench.comm import default_backend
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions, split_list
@@ -125,6 +126,11 @@ def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> in
             print(f"launcher: rank {f['rank']} (pid {f['pid']}) was killed by {f['signal']}", flush=True)
         journal.Writer(path).note({"type": "launcher", "failures": failures})
     return code
+
+
+def console() -> int:
+    """The `nccl-stress` console script, and `python -m stress`."""
+    return guarded(lambda: main(sys.argv[1:]))
 
 
 def main(argv: list[str]) -> int:

@@ -106,3 +106,20 @@ def test_main_job_leaves_a_clone_clean(tmp_path):
     assert list((clone / "results" / "runs").glob("stress-*.jsonl")), "the journal went somewhere else"
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
     assert status == "", status
+
+
+def test_readme_is_a_front_page_and_every_command_has_its_manual_page():
+    import re
+    from nccl_bench.commands import COMMANDS
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 200
+    assert readme.splitlines()[3:6] == [  # the two first commands, as .ci/run and a newcomer run them
+        "bin/setup && .venv/bin/python -m stress --rounds 1000     # the main job: 1000 communicator re-inits under skew",
+        "bin/setup && .venv/bin/python -m pytest                   # the tests (what CI runs: .ci/run)", "```"]
+    for name in COMMANDS:
+        assert (REPO / "docs" / f"{name}.md").is_file(), f"command {name}: no docs/{name}.md"
+        assert f"docs/{name}.md" in readme, f"README does not link docs/{name}.md"
+    for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
+            if not target.startswith("http"):
+                assert (page.parent / target).exists(), f"{page.name}: broken link {target}"

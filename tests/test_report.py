@@ -55,13 +55,15 @@ def test_every_plot_rendered_and_every_input_named(tmp_path):
         assert str(path) in md, f"{path} not named in the report"
     pngs = {p.name for p in out.glob("*.png")}
     assert pngs == {"busbw-all_reduce.png", "busbw-all_gather.png", "latency.png", "init-phases.png",
-                    "stress-timeline-stress_gloo.png"}
+                    "stress-timeline-stress_gloo.png", "history-cpu-init.InitLatency.track_median.png",
+                    "history-cpu-stress.ScopedChurn.track_rounds_per_s.png",
+                    "history-cpu-stress.ScopedChurn.track_seconds_per_round.png"}
     for name in pngs:
         data = (out / name).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 20_000, name
         assert f"]({name})" in md, f"{name} not embedded"
     for text in ("## Inputs", "## Bandwidth (bench)", "## Communicator init (init)", "## Re-init churn",
-                 "## asv results", "stress.ScopedChurn.track_rounds_per_s", "stale IDs proven",
+                 "## History (asv)", "stress.ScopedChurn.track_rounds_per_s", "stale IDs proven",
                  "| h200x2 ", "nccl x2", "NCCL 2.28.9"):
         assert text in md, text
 

@@ -24,8 +24,16 @@ COMMANDS = {
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    return "usage: python -m nccl_bench COMMAND [options]\n\ncommands:\n" + "\n".join(
+    return "usage: nccl-bench COMMAND [options]   (or: python -m nccl_bench COMMAND ...)\n\ncommands:\n" + "\n".join(
         f"  {name:{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
+
+
+def main() -> int:
+    """The `nccl-bench` console script, and `python -m nccl_bench` (not in __main__.py: a rank started
+    with `-m nccl_bench` from a forked launcher would find that module already imported)."""
+    import sys
+    from nccl_bench.job.cli import guarded
+    return guarded(lambda: dispatch(sys.argv[1:]))
 
 
 def dispatch(argv: list[str]) -> int:

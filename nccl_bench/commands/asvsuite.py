@@ -11,16 +11,12 @@ still gets its number.
 Which backend and how many ranks: nccl on one rank per GPU, else gloo on 2 ranks (the
 CPU model). NCCL_BENCH_ASV_BACKEND and NCCL_BENCH_ASV_NRANKS override both.
 
-This module is also the suite's asv plugin (asv.conf.json "plugins"): `setup()` makes a
-plain `asv run` name the machine after its GPUs (nccl_bench.core.sysinfo.machine_name(), e.g.
-'h200x2' or 'cpu'), register it without asking questions, and record its results for the
-checked-out commit (asv saves nothing from an existing environment without
---set-commit-hash).
+asv's plugin for this suite (machine name, commit, versions, offline dashboard) is
+nccl_bench.commands.asvplugin.
 """
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 
@@ -277,48 +273,3 @@ def stress_rate(cache: dict) -> float:
     if (why := m.cannot_run()):
         raise NotImplementedError(why)
     return _value(cache["jobs"].get("scoped"), "stress --init scoped")["rounds_per_s"]
-
-
-# --- the asv plugin: plain `asv run` names the machine and records the checked-out commit ----------
-def setup() -> None:
-    """asv's plugin hook (asv.conf.json "plugins": [".nccl_bench.commands.asvsuite"])."""
-    from asv.commands.run import Run
-    original = Run.run_from_conf_args.__func__
-
-    def run_from_conf_args(cls, conf, args, **kwargs):
-        apply_run_defaults(conf, args)
-        return original(cls, conf, args, **kwargs)
-
-    Run.run_from_conf_args = classmethod(run_from_conf_args)
-
-
-def apply_run_defaults(conf, args) -> None:
-    """--machine <GPU model x count> (registered with asv's defaults), --set-commit-hash HEAD."""
-    if getattr(args, "machine", None) is None:
-        args.machine = register_machine()
-    wants_save = getattr(args, "set_commit_hash", None) is None and not getattr(args, "dry_run", False)
-    if conf.environment_type == "existing" and wants_save and getattr(args, "range", None) is None:
-        head = git_head(conf.repo)  # asv runs from the config's folder; repo is "." there
-        if head:  # not a git checkout: asv runs and saves nothing, as it would anyway
-            args.set_commit_hash = head
-
-
-def register_machine(path: str | None = None) -> str:
-    """This machine's asv name ('h200x2', 'cpu'); adds it to ~/.asv-machine.json if new."""
-    from asv.machine import Machine as AsvMachine, MachineCollection
-    from nccl_bench.core.sysinfo import machine_name
-    name = machine_name()
-    try:
-        MachineCollection.load(name, _path=path)
-    except Exception:  # asv's UserError: not known yet
-        MachineCollection.save(name, {**AsvMachine.get_defaults(), "machine": name}, _path=path)
-    return name
-
-
-def git_head(where: str = ".") -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and sha else None

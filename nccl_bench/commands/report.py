@@ -25,13 +25,15 @@ def parser() -> Parser:
     p = Parser(prog="nccl_bench report", description="markdown report with plots from result files; "
                "--compare: ratio to other runs, with changes beyond the measured spread flagged")
     p.add_argument("files", nargs="*", metavar="FILE", help="result files: bench, init, stress journal or "
-                   "summary, doctor, accept, asv results (default: the latest run under results/runs/)")
+                   "summary, doctor, accept, asv results; or an asv results folder (results/asv/ or a machine's "
+                   "folder in it): its history across commits (default: the latest run under results/runs/)")
     p.add_argument("--compare", nargs="+", default=[], metavar="OTHER",
                    help="result files of the run to compare with (ratios are FILE / OTHER)")
     p.add_argument("--out", default=None, help="folder for report.md and the PNGs (default "
                    "results/runs/report-<time>/; must be new or empty)")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when --compare flags a regression (the report is written first), for CI")
+                   help="exit 1 when --compare flags a regression, or asv's step detection finds one in the "
+                   "history (the report is written first), for CI")
     return p
 
 
@@ -45,8 +47,6 @@ class ReportOptions:
     def __post_init__(self):
         if not self.files:
             raise UsageError("report: give at least one result FILE")
-        if self.fail_on_regression and not self.compare:
-            raise UsageError("--fail-on-regression needs --compare OTHER...: there is nothing to regress from")
         if self.out is not None:
             out = Path(self.out)
             if out.exists() and not out.is_dir():
@@ -55,6 +55,9 @@ class ReportOptions:
                 raise UsageError(f"--out {out} is not empty; a report never writes over files")
             if not out.exists() and not out.parent.is_dir():
                 raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+
+
+MAX_REGRESSION_LINES = 10  # the terminal names the first ones; report.md has them all
 
 
 def default_out() -> Path:
@@ -75,6 +78,9 @@ def main(argv: list[str]) -> int:
         a.files = [str(latest)]
     opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
     mine, others = readers.load_all(opts.files), readers.load_all(opts.compare)  # all checked before writing
+    if opts.fail_on_regression and not others and not any(r.kind == "asv" for r in mine):
+        raise UsageError("--fail-on-regression needs --compare OTHER... or asv results (a history): there is "
+                         "nothing to regress from")
     for line in (line for res in mine + others for line in res.reading()):
         print(f"report: {line}")
     out = Path(opts.out) if opts.out else default_out()
@@ -88,5 +94,16 @@ def main(argv: list[str]) -> int:
     if others:
         print(f"comparison: {report.flagged['regression']} regression(s), {report.flagged['improvement']} "
               "improvement(s) beyond the measured spread")
+    regressed = report.flagged["regression"]
+    if report.history is not None:
+        shown = report.history.regressions[:MAX_REGRESSION_LINES]
+        for r in shown:
+            print(f"regression: {r.benchmark} [{r.params or '-'}] on {r.machine}: {r.change:+.1%} between "
+                  f"{r.last_good.short} and {r.first_bad.short} ({r.before:.4g} -> {r.after:.4g})")
+        if len(report.history.regressions) > len(shown):
+            print(f"regression: {len(report.history.regressions) - len(shown)} more in {path}")
+        print(f"history: {sum(map(len, report.history.commits.values()))} commit(s), "
+              f"{len(report.history.series)} series, {len(report.history.regressions)} regression(s)")
+        regressed += len(report.history.regressions)
     sys.stdout.flush()
-    return EXIT_FAILED if opts.fail_on_regression and report.flagged["regression"] else 0
+    return EXIT_FAILED if opts.fail_on_regression and regressed else 0

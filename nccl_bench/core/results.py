@@ -10,7 +10,9 @@ from nccl_bench.core.sysinfo import REPO, machine_name
 
 SCHEMA_VERSION = 1
 # A run's default outputs, ignored by git; committed reference results live in results/<machine>/.
-RUNS = REPO / "results" / "runs"
+# From a checkout (or an editable install), the checkout's; from an installed package, the current
+# folder's (site-packages is no place for results).
+RUNS = (REPO if (REPO / "pyproject.toml").is_file() else Path.cwd()) / "results" / "runs"
 
 
 def default_path(kind: str, suffix: str = ".json") -> Path:

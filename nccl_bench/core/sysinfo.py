@@ -207,13 +207,20 @@ def environment_knobs() -> dict:
             if k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM")) or k in ("CUDA_VISIBLE_DEVICES",)}
 
 
+def versions(g: dict | None = None) -> dict:
+    """torch, NCCL, nccl4py, driver and Python versions (None where not known)."""
+    g = g or gpus()
+    nccl = nccl_info()
+    return {"torch": torch_version(), "nccl": nccl["version"], "nccl4py": nccl["nccl4py"],
+            "driver": g["driver"], "python": platform.python_version()}
+
+
 def collect(backend: str | None = None, hosts: list[str] | None = None) -> dict:
     """The metadata block of every result file."""
     from nccl_bench.core.launch import describe
     g = gpus()
     return {
-        "versions": {"torch": torch_version(), "nccl": nccl_info()["version"], "nccl4py": nccl_info()["nccl4py"],
-                     "driver": g["driver"], "python": platform.python_version()},
+        "versions": versions(g),
         "gpus": g["devices"], "links": g["links"], "machine": machine_name(),
         "hosts": hosts or [socket.gethostname()], "backend": backend,
         "launcher": describe(), "git_sha": git_sha(), "env": environment_knobs(),

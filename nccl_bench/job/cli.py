@@ -89,6 +89,10 @@ def guarded(fn: Callable[[], int]) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # the reader went away (`nccl-bench --help | head`): nothing more to say, and nowhere to say it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         # Ending anyway: a second Ctrl-C (the launcher forwards the terminal's) must not cut this short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

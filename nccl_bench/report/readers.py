@@ -32,7 +32,9 @@ ROW_FIELDS = {
     "locate": ("src", "dst", "busbw"),
 }
 KINDS = tuple(ROW_FIELDS) + ("asv",)
+ASV_INFO = ("asv-machine", "asv-benchmarks")  # asv's machine.json and benchmarks.json: read for what they say
 EMPTY_OK = ("locate",)  # one rank: no pair rows, the per-GPU check in the metadata
+ASV_MACHINE_FIELDS = {"machine", "arch", "cpu", "num_cpu", "os", "ram", "version"}  # asv.machine.Machine's
 
 
 @dataclass
@@ -75,7 +77,8 @@ class Result:
         v = self.meta.get("versions") or {}
         parts = [f"torch {v['torch']}" if v.get("torch") else None,
                  f"NCCL {v['nccl']}" if v.get("nccl") else None,
-                 f"nccl4py {v['nccl4py']}" if v.get("nccl4py") else None]
+                 f"nccl4py {v['nccl4py']}" if v.get("nccl4py") else None,
+                 f"driver {v['driver']}" if v.get("driver") else None]
         return ", ".join(p for p in parts if p) or "versions unknown"
 
     def title(self) -> str:
@@ -104,6 +107,8 @@ def load(given: str) -> Result:
         raise UsageError(f"{given}: not a result of nccl-bench (not JSON, nor a stress journal)")
     if isinstance(doc, dict) and {"commit_hash", "results", "result_columns"} <= doc.keys():
         return _asv(path, given, doc)
+    if (info := _asv_info(path, given, doc)) is not None:
+        return info
     if benchfile.is_layout(doc):  # bench -J: ours (kind bench) or written by nccl-tests itself
         return _bench(path, given, doc)
     if not (isinstance(doc, dict) and {"kind", "schema", "rows"} <= doc.keys()):
@@ -170,7 +175,49 @@ def median_over_cycles(rows: list[dict]) -> list[dict]:
 
 
 def load_all(names: list[str]) -> list[Result]:
-    return [load(n) for n in names]
+    """Each FILE, and each asv results folder as its files (see asv_folder)."""
+    return [load(f) for n in names for f in (asv_folder(n) if Path(n).is_dir() else [n])]
+
+
+def asv_folder(given: str) -> list[str]:
+    """An asv results folder's files: a machine's folder (machine.json and one file per commit), or
+    the folder above with a machine folder each and benchmarks.json (beside the machine folder too)."""
+    top = Path(given)
+    machines = [top] if (top / "machine.json").is_file() else sorted(
+        d for d in top.iterdir() if (d / "machine.json").is_file())
+    if not machines:
+        raise UsageError(f"{given}: a folder, but not asv results (no machine.json in it or its folders)")
+    bench = top / "benchmarks.json" if (top / "benchmarks.json").is_file() else top.parent / "benchmarks.json"
+    files = [bench] if bench.is_file() else []
+    for m in machines:
+        files += sorted(m.glob("*.json"))
+    return [str(f) for f in files]
+
+
+def asv_units(given: list[Result], asv_results: list[Result]) -> dict[str, str | None]:
+    """Each asv benchmark's unit, from a benchmarks.json among `given` or beside the machine folders
+    of `asv_results`; {} where there is none (units only make the history read better)."""
+    infos = [r for r in given if r.kind == "asv-benchmarks"]
+    for path in dict.fromkeys(r.path.parent.parent / "benchmarks.json" for r in asv_results):
+        if not infos and path.is_file():
+            try:
+                infos.append(load(str(path)))
+            except UsageError:
+                pass
+    return {k: v for r in infos if r.kind == "asv-benchmarks" for k, v in r.meta["units"].items()}
+
+
+def _asv_info(path: Path, given: str, doc) -> Result | None:
+    """asv's machine.json (what machine) or benchmarks.json (each benchmark's unit), or None."""
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("version") == 1 and "machine" in doc and set(doc) <= ASV_MACHINE_FIELDS:
+        return Result(path, given, "asv-machine", {"machine": doc["machine"], "asv_machine": doc}, [])
+    entries = {k: v for k, v in doc.items() if k != "version"}
+    if entries and all(isinstance(v, dict) and "type" in v and "name" in v for v in entries.values()):
+        units = {k: v.get("unit") for k, v in entries.items()}
+        return Result(path, given, "asv-benchmarks", {"units": units}, [])
+    return None
 
 
 def _json(text: str):
@@ -250,8 +297,11 @@ def _asv(path: Path, given: str, doc: dict) -> Result:
                          "value": _number(value), "q25": _number(q25[i] if i < len(q25) else None),
                          "q75": _number(q75[i] if i < len(q75) else None)})
     params = doc.get("params") or {}
+    stamped = doc.get("nccl_bench_versions") or {}  # asvsuite.stamp_versions: what the run measured
     meta = {"machine": params.get("machine"), "commit": doc.get("commit_hash"), "env": doc.get("env_name"),
-            "versions": {"python": doc.get("python")}, "asv_params": params}
+            "date": doc.get("date"),
+            "versions": {"python": doc.get("python"), **{k: v for k, v in stamped.items() if v}},
+            "asv_params": params}
     return Result(path, given, "asv", meta, rows)
 
 

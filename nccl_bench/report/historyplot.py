@@ -1,0 +1,75 @@
+"""History figures: one PNG per asv benchmark and machine, one line per parameter set across commits,
+the regressions step detection found shaded between their last good and first bad commit.
+
+A benchmark with many parameter sets (bandwidth: collective x algo x init x size) is split into
+panels by its first parameter, so that no panel holds more lines than a reader can follow.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from nccl_bench.report.plot import MARKERS, PALETTE, _figure, _save
+
+PANEL_SPLIT = 8  # more series than this: one panel per value of the first parameter
+MAX_PANEL_COLUMNS = 3
+
+
+def _panels(series) -> dict[str, list]:
+    if len(series) <= PANEL_SPLIT or not all(", " in s.params for s in series):
+        return {"": series}
+    panels: dict[str, list] = {}
+    for s in series:
+        panels.setdefault(s.params.split(", ", 1)[0], []).append(s)
+    return panels
+
+
+def _label(s, panel: str) -> str:
+    rest = s.params.split(", ", 1)[1] if panel else s.params
+    return rest or "(no parameters)"
+
+
+def benchmark(history, machine: str, name: str, path: Path) -> Path:
+    commits = history.commits[machine]
+    panels = _panels(history.of(machine, name))
+    cols = min(MAX_PANEL_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = _figure(rows, cols, figsize=(5.2 * cols + 1.5, 3.4 * rows + 0.8), squeeze=False)
+    bad = {(r.params, r.first_bad.sha): r for r in history.regressions if r.machine == machine and r.benchmark == name}
+    x_of = {c.sha: i for i, c in enumerate(commits)}
+    unit = None
+    for ax, (panel, series) in zip(axes.flat, panels.items()):
+        shaded = set()
+        for k, s in enumerate(series):
+            unit = unit or s.unit
+            xs = [i for i, v in enumerate(s.values) if v is not None]
+            ys = [s.values[i] for i in xs]
+            ax.plot(xs, ys, color=PALETTE[k % len(PALETTE)], marker=MARKERS[k % len(MARKERS)], ms=3.5, lw=1.2,
+                    ls=("-", "--", ":")[k // len(PALETTE) % 3], label=_label(s, panel))
+            for (params, sha), r in bad.items():
+                if params == s.params:
+                    span = (x_of[r.last_good.sha], x_of[sha])
+                    if span not in shaded:  # one shade per commit range, however many lines step there
+                        shaded.add(span)
+                        ax.axvspan(*span, color="#D55E00", alpha=0.15, lw=0)
+                    ax.annotate(f"{r.change:+.0%}", (x_of[sha], r.after), color="#D55E00", fontsize=7,
+                                xytext=(3, 3), textcoords="offset points")
+        values = [v for s in series for v in s.values if v]
+        if values and max(values) / min(values) > 20:
+            ax.set_yscale("log")
+        ax.set_title(panel or name.rsplit(".", 1)[-1], fontsize=9)
+        ax.set_xticks(range(len(commits)))
+        ax.set_xticklabels([c.short for c in commits], rotation=45, ha="right", fontsize=7)
+        ax.set_xlim(-0.3, len(commits) - 0.7)
+        ax.set_ylabel(unit or "value")
+        ax.legend(fontsize=6 if len(series) > 6 else 7, ncol=2 if len(series) > 10 else 1, loc="best")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    versions = "; ".join(dict.fromkeys(_versions(c.versions) for c in commits if c.versions)) or "versions unknown"
+    fig.suptitle(f"{name} on {machine}: commits oldest to newest\n{versions}", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _versions(v: dict) -> str:
+    return ", ".join(f"{k} {v[k]}" for k in ("torch", "nccl", "driver") if v.get(k)) or "python " + str(v.get("python"))
