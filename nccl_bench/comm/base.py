@@ -66,6 +66,13 @@ class Communicator(ABC):
     def abort(self) -> None:
         """Local teardown after failure; never blocks on peers."""
 
+    def split(self, groups: list[list[int]], deadline: Deadline) -> list["Communicator | None"] | None:
+        """Sub-communicators of this one, one per group (this communicator's ranks, in group-rank order),
+        made collectively: every rank calls it with the same groups in the same order and gets None for
+        a group it is not in. None: this backend makes none; the caller makes each group a communicator
+        of its own through the bootstrap (nccl_bench.comm.lifetime.subcommunicators)."""
+        return None
+
     # --- collectives (enqueue) ---------------------------------------------------
     @abstractmethod
     def all_reduce(self, send: torch.Tensor, recv: torch.Tensor, op: str) -> None: ...

@@ -46,6 +46,31 @@ def communicator(backend: str, plan: InitPlan, deadline: Deadline, on_close=None
             on_close(comm, ok, seconds)
 
 
+@contextlib.contextmanager
+def subcommunicators(parent, backend: str, groups: list[list[int]], plan_for, deadline: Deadline):
+    """{index of group: sub-communicator} for the groups this rank is in, torn down (destroy on success,
+    abort on failure) before the parent. By the parent's split where the backend has one (ncclCommSplit,
+    PyTorch's new_group), else each group a communicator of its own made from `plan_for(index)` (its
+    members' ID exchange in a namespace of the group's)."""
+    made: dict[int, object] = {}
+    ok = False
+    with contextlib.ExitStack() as stack:
+        children = parent.split(groups, deadline)
+        try:
+            if children is not None:
+                made = {i: c for i, c in enumerate(children) if c is not None}
+            else:
+                for i, ranks in enumerate(groups):
+                    if parent.rank in ranks:
+                        made[i] = stack.enter_context(communicator(backend, plan_for(i), deadline))
+            yield made
+            ok = True
+        finally:
+            if children is not None:
+                for child in reversed(list(made.values())):
+                    teardown(child, ok)
+
+
 def destroy_note(backend: str, seconds: list[float] | Quantiles) -> str | None:
     """One line on what destroy cost, and on NCCL backends why it cannot be much cheaper."""
     if not isinstance(seconds, Quantiles):

@@ -134,6 +134,28 @@ class NcclCommunicator(Communicator):
             self.comm = None
             self.created = False
 
+    def split(self, groups: list[list[int]], deadline: Deadline) -> list:
+        """Every group by ncclCommSplit, which every rank calls for every group, in order (a rank not in a
+        group passes no color); the child's rank order is the group's (key = place in the group)."""
+        out = []
+        for ranks in groups:
+            member = self.rank in ranks
+            try:
+                raw = self.comm.split(0 if member else None, ranks.index(self.rank) if member else 0,
+                                      self.nc.NCCLConfig(blocking=self.blocking))
+            except self.nb.NCCLError as e:
+                raise self._err(CommError, "split", error_name(self.nb, e)) from None
+            child = None
+            if member:
+                child = NcclCommunicator()
+                child.comm, child.blocking, child._op_deadline = raw, self.blocking, deadline
+                child.rank, child.nranks, child.device = ranks.index(self.rank), len(ranks), self.device
+                child._stream, child.created = self._stream, True
+            if not self.blocking:
+                (child or self)._settle("split", deadline)
+            out.append(child)
+        return out
+
     # --- collectives ------------------------------------------------------------------------
     def set_deadline(self, deadline: Deadline) -> None:
         """Deadline for the 'in progress' polls of the calls that follow."""

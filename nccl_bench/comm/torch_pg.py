@@ -91,6 +91,7 @@ class TorchCommunicator(Communicator):
     def __init__(self) -> None:
         super().__init__()
         self.pg = None
+        self.group = None  # a sub-communicator's process group (split); None: the default group
         self._works: list = []
         self._store = None
         self._slot = None  # same-group: this communicator's place in the group
@@ -183,22 +184,37 @@ class TorchCommunicator(Communicator):
         self.pg = None
         self.created = False
 
+    def split(self, groups: list[list[int]], deadline: Deadline) -> list:
+        """Every group by `dist.new_group`, which every rank calls for every group, in order."""
+        out = []
+        with _Watchdog(self, deadline, "split") as wd:
+            for ranks in groups:
+                try:
+                    pg = dist.new_group(ranks, device_id=self.device, sort_ranks=False,
+                                        timeout=timedelta(seconds=max(deadline.remaining(), 1)))
+                except Exception as e:
+                    kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
+                    raise self._err(kind, "split", torch_error_name(e), first_line(e)) from None
+                out.append(TorchSubgroup(self, pg, ranks) if self.rank in ranks else None)
+        return out
+
     # --- collectives ---------------------------------------------------------------------------
     def prepare(self, collective, send, recv, op=None, root=None, to=None, frm=None, stream=None, rounds=None,
                 native=None):
         """The timing loop's launcher: the calls a user writes, bound once, nothing of ours between launches
         (no method, no lookup); where PyTorch's call is in place, out of place is `recv.copy_(send)` first."""
-        is_root = root is not None and self.rank == root
+        is_root, g = root is not None and self.rank == root, self.group
         if collective == "all_reduce":
-            return _after_copy(send, recv, functools.partial(dist.all_reduce, recv, op=_OPS[op]))
+            return _after_copy(send, recv, functools.partial(dist.all_reduce, recv, op=_OPS[op], group=g))
         if collective == "all_gather":
-            return functools.partial(dist.all_gather_into_tensor, recv, send)
+            return functools.partial(dist.all_gather_into_tensor, recv, send, group=g)
         if collective == "reduce_scatter":
-            return functools.partial(dist.reduce_scatter_tensor, recv, send, op=_OPS[op])
+            return functools.partial(dist.reduce_scatter_tensor, recv, send, op=_OPS[op], group=g)
         if collective == "broadcast":
-            return _after_copy(send if is_root else recv, recv, functools.partial(dist.broadcast, recv, src=root))
+            return _after_copy(send if is_root else recv, recv,
+                               functools.partial(dist.broadcast, recv, group=g, group_src=root))
         if collective == "reduce":
-            return _after_copy(send, recv, functools.partial(dist.reduce, recv, dst=root, op=_OPS[op]))
+            return _after_copy(send, recv, functools.partial(dist.reduce, recv, op=_OPS[op], group=g, group_dst=root))
         return super().prepare(collective, send, recv, op=op, root=root, to=to, frm=frm, stream=stream,
                                rounds=rounds, native=native)
 
@@ -219,33 +235,35 @@ class TorchCommunicator(Communicator):
             self._works.append(w)
 
     def all_reduce(self, send, recv, op):
-        dist.all_reduce(self._prep(send, recv), op=_OPS[op])
+        dist.all_reduce(self._prep(send, recv), op=_OPS[op], group=self.group)
 
     def all_gather(self, send, recv):
-        dist.all_gather_into_tensor(recv, send)
+        dist.all_gather_into_tensor(recv, send, group=self.group)
 
     def reduce_scatter(self, send, recv, op):
-        dist.reduce_scatter_tensor(recv, send, op=_OPS[op])
+        dist.reduce_scatter_tensor(recv, send, op=_OPS[op], group=self.group)
 
     def broadcast(self, send, recv, root):
-        dist.broadcast(self._prep(send, recv) if self.rank == root else recv, src=root)
+        dist.broadcast(self._prep(send, recv) if self.rank == root else recv, group=self.group, group_src=root)
 
     def reduce(self, send, recv, op, root):
-        dist.reduce(self._prep(send, recv), dst=root, op=_OPS[op])
+        dist.reduce(self._prep(send, recv), op=_OPS[op], group=self.group, group_dst=root)
 
     def alltoall(self, send, recv):
-        dist.all_to_all_single(recv, send.clone() if send.data_ptr() == recv.data_ptr() else send)
+        dist.all_to_all_single(recv, send.clone() if send.data_ptr() == recv.data_ptr() else send, group=self.group)
 
     def sendrecv(self, send, recv, to, frm):
         src = send.clone() if send.data_ptr() == recv.data_ptr() else send
-        ops = [dist.P2POp(dist.isend, src, to), dist.P2POp(dist.irecv, recv, frm)]
+        ops = [dist.P2POp(dist.isend, src, group=self.group, group_peer=to),
+               dist.P2POp(dist.irecv, recv, group=self.group, group_peer=frm)]
         self._issued(*dist.batch_isend_irecv(ops))
 
     def exchange(self, send, recv, rounds, native=None):  # PyTorch has no tensor gather/scatter: the rounds
         for copies, moves, last in round_views(send, recv, rounds, self.rank):
             for src, dst in copies:
                 dst.copy_(src)
-            ops = [dist.P2POp(dist.isend if op == "send" else dist.irecv, view, peer) for op, peer, view in moves]
+            ops = [dist.P2POp(dist.isend if op == "send" else dist.irecv, view, group=self.group, group_peer=peer)
+                   for op, peer, view in moves]
             self._issued(*(dist.batch_isend_irecv(ops) if ops else []))
             if not last:  # the next round may forward what this one receives: wait, bounded, errors mapped
                 self.wait(Deadline(EXCHANGE_ROUND_S), "exchange")
@@ -260,6 +278,32 @@ class TorchCommunicator(Communicator):
             except Exception as e:
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                 raise self._err(kind, op, torch_error_name(e), first_line(e)) from None
+
+
+class TorchSubgroup(TorchCommunicator):
+    """A group of the default process group's ranks: `dist.new_group` (PyTorch makes its NCCL
+    communicator with ncclCommSplit where the parent's is bound to a device); calls pass group=."""
+
+    def __init__(self, parent: TorchCommunicator, pg, ranks: list[int]) -> None:
+        super().__init__()
+        self.pg = self.group = pg
+        self.rank, self.nranks = ranks.index(parent.rank), len(ranks)
+        self.device, self.created = parent.device, True
+
+    def destroy(self) -> None:
+        if self.group is not None:
+            dist.destroy_process_group(self.group)
+        self.pg = self.group = None
+        self.created = False
+
+    def abort(self) -> None:
+        try:
+            if self.group is not None:
+                dist.distributed_c10d._abort_process_group(self.group)
+        except Exception:
+            pass
+        self.pg = self.group = None
+        self.created = False
 
 
 def _after_copy(send, recv, call):

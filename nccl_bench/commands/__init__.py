@@ -1,4 +1,4 @@
-"""commands: one module per command (bench, init, accept, doctor, locate, fleet, info, smoke, report) and
+"""commands: one module per command (bench, init, accept, doctor, locate, fleet, info, smoke, report, replay) and
 the asv suite's logic; each parses its options and delegates. This file is the table of
 commands: name -> module with main(argv), imported lazily. May import every other folder;
 nothing imports it."""
@@ -19,6 +19,8 @@ COMMANDS = {
     "locate": ("nccl_bench.commands.locate", "name the GPU, link or node that drags collectives down: pairs, bisection"),
     "fleet": ("nccl_bench.commands.fleet", "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
     "report": ("nccl_bench.commands.report", "markdown report with plots from result files; --compare: run-to-run ratios"),
+    "replay": ("nccl_bench.commands.replay", "a job's collectives from its Flight Recorder dumps or profiler trace, "
+               "run here and judged against the job"),
 }
 
 

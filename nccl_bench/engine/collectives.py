@@ -82,6 +82,9 @@ class Collective:
     # the rounds where the library has it; a backend that has the call makes it, the others run the rounds.
     native: str | None = None
     power_of_two: bool = False  # runs only on a power-of-two number of ranks
+    # The layout for an exact `count` (count, elt size, nranks, rank) -> Layout, with none of the size's
+    # rounding: a replayed job's sizes are what they were. None: it cannot be replayed from a trace.
+    by_count: Callable[[int, int, int, int], Layout] | None = None
 
     @property
     def method(self) -> str:
@@ -132,24 +135,37 @@ def _aligned_chunk(nbytes: int, elt: int, nranks: int) -> int:
     return (nbytes // elt // nranks) & -max(16 // elt, 1)
 
 
-def _whole(nbytes, elt, nranks, rank) -> Layout:
-    n = nbytes // elt
+# Layouts by nccl-tests' `count` (elements per rank the call is given), then by size with its rounding.
+def _whole_count(n, elt, nranks, rank) -> Layout:
     return Layout(count=n, send=n, recv=n, bytes=n * elt)
 
 
-def _gather_like(nbytes, elt, nranks, rank) -> Layout:  # all_gather: send a chunk, receive all
-    base = _aligned_chunk(nbytes, elt, nranks)
+def _gather_count(base, elt, nranks, rank) -> Layout:  # all_gather: send a chunk, receive all
     return Layout(count=base, send=base, recv=base * nranks, bytes=base * nranks * elt, send_inplace=rank * base)
 
 
-def _scatter_like(nbytes, elt, nranks, rank) -> Layout:  # reduce_scatter: send all, receive a chunk
-    base = _aligned_chunk(nbytes, elt, nranks)
+def _scatter_count(base, elt, nranks, rank) -> Layout:  # reduce_scatter: send all, receive a chunk
     return Layout(count=base, send=base * nranks, recv=base, bytes=base * nranks * elt, recv_inplace=rank * base)
 
 
-def _alltoall(nbytes, elt, nranks, rank) -> Layout:
-    base = _aligned_chunk(nbytes, elt, nranks)
+def _alltoall_count(base, elt, nranks, rank) -> Layout:
     return Layout(count=base, send=base * nranks, recv=base * nranks, bytes=base * nranks * elt)
+
+
+def _whole(nbytes, elt, nranks, rank) -> Layout:
+    return _whole_count(nbytes // elt, elt, nranks, rank)
+
+
+def _gather_like(nbytes, elt, nranks, rank) -> Layout:
+    return _gather_count(_aligned_chunk(nbytes, elt, nranks), elt, nranks, rank)
+
+
+def _scatter_like(nbytes, elt, nranks, rank) -> Layout:
+    return _scatter_count(_aligned_chunk(nbytes, elt, nranks), elt, nranks, rank)
+
+
+def _alltoall(nbytes, elt, nranks, rank) -> Layout:
+    return _alltoall_count(_aligned_chunk(nbytes, elt, nranks), elt, nranks, rank)
 
 
 def _gathered(lay, r, n, root) -> list[Segment]:
@@ -173,24 +189,24 @@ REDUCE_ALGOS = ("ring", "tree", "collnetdirect", "collnetchain", "nvls", "nvlstr
 
 register(Collective(
     "all_reduce", "AllReduce", _whole, lambda lay, r, n, root: [Segment(0, lay.recv, ALL)],
-    allreduce_factor, reduces=True, algos=REDUCE_ALGOS))
+    allreduce_factor, reduces=True, algos=REDUCE_ALGOS, by_count=_whole_count))
 register(Collective(
     "all_gather", "AllGather", _gather_like, _gathered,
-    chunked_factor, algos=("ring", "nvls", "collnetdirect", "pat")))
+    chunked_factor, algos=("ring", "nvls", "collnetdirect", "pat"), by_count=_gather_count))
 register(Collective(
     "reduce_scatter", "ReduceScatter", _scatter_like,
     lambda lay, r, n, root: [Segment(0, lay.count, ALL, r * lay.count)],
-    chunked_factor, reduces=True, algos=("ring", "nvls", "collnetdirect", "pat")))
+    chunked_factor, reduces=True, algos=("ring", "nvls", "collnetdirect", "pat"), by_count=_scatter_count))
 register(Collective(
     "broadcast", "Broadcast", _whole, lambda lay, r, n, root: [Segment(0, lay.recv, root)],
-    one, rooted=True, algos=("ring",)))
+    one, rooted=True, algos=("ring",), by_count=_whole_count))
 register(Collective(
     "reduce", "Reduce", _whole, lambda lay, r, n, root: [Segment(0, lay.recv, ALL)] if r == root else [],
-    one, reduces=True, rooted=True, algos=("ring",)))
+    one, reduces=True, rooted=True, algos=("ring",), by_count=_whole_count))
 register(Collective(
     "alltoall", None, _alltoall,
     lambda lay, r, n, root: [Segment(j * lay.count, lay.count, j, r * lay.count) for j in range(n)],
-    chunked_factor, in_place_checked=False))
+    chunked_factor, in_place_checked=False, by_count=_alltoall_count))
 register(Collective(
     "sendrecv", None, _whole, lambda lay, r, n, root: [Segment(0, lay.recv, (r - 1) % n)], one,
     ring_peers=True, in_place_checked=False))
@@ -281,10 +297,10 @@ def _alltoallv_segments(lay, r, n, root) -> list[Segment]:
 
 register(Collective(
     "gather", None, _gather_like, lambda lay, r, n, root: _gathered(lay, r, n, root) if r == root else [],
-    chunked_factor, rooted=True, rounds=_gather_rounds, native="gather"))
+    chunked_factor, rooted=True, rounds=_gather_rounds, native="gather", by_count=_gather_count))
 register(Collective(
     "scatter", None, _scatter_like, lambda lay, r, n, root: [Segment(0, lay.count, root, r * lay.count)],
-    chunked_factor, rooted=True, rounds=_scatter_rounds, native="scatter"))
+    chunked_factor, rooted=True, rounds=_scatter_rounds, native="scatter", by_count=_scatter_count))
 # In place, sends and receives share the one buffer at different offsets: timed, not checked (nccl-tests)
 register(Collective(
     "alltoallv", None, _alltoallv_layout, _alltoallv_segments, chunked_factor, in_place_checked=False,
@@ -293,3 +309,15 @@ register(Collective(
     "hypercube", None, _hypercube_layout, _gathered, one, rounds=_hypercube_rounds, power_of_two=True))
 
 NAMES = tuple(REGISTRY)
+
+
+def traced_layout(coll: Collective, in_count: int, out_count: int, elt: int, nranks: int, rank: int) -> Layout | None:
+    """The exact layout of a traced call that gave `in_count` and `out_count` elements: the count whose
+    layout sends and receives exactly those (a trace names buffers, not nccl-tests' count); None if none."""
+    if coll.by_count is None:
+        return None
+    for count in dict.fromkeys((in_count, out_count, in_count // max(nranks, 1), out_count // max(nranks, 1))):
+        lay = coll.by_count(count, elt, nranks, rank)
+        if count > 0 and (lay.send, lay.recv) == (in_count, out_count):
+            return lay
+    return None

@@ -1,0 +1,108 @@
+"""PyTorch profiler (Kineto) traces, one JSON per rank, into a Workload.
+
+NCCL's process groups record each collective as a CPU event `record_param_comms` whose args carry
+"Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name", "Process Group
+Description" and "Process Group Ranks" (a string, "[0, 1]"); the NCCL kernel the call launched carries
+the same args on the GPU side, with its duration. The sequence is read from the CPU events in time
+order; each call's duration is the i-th kernel of the same group and collective name, where the trace
+has kernels. The rank is the trace's `distributedInfo.rank`; its groups, `distributedInfo.pg_config`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nccl_bench.core.errors import UsageError
+from nccl_bench.engine.workload import Group, Op, Workload
+from nccl_bench.report.frdump import COALESCED, DTYPES, NAMES, _ranks
+
+EVENT = "record_param_comms"
+MAX_TRACE_BYTES = 4 << 30  # a profiler trace can be large; past this it is not read into memory
+
+
+def is_trace(doc) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
+
+
+def load_trace(path: Path) -> dict:
+    if path.stat().st_size > MAX_TRACE_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_TRACE_BYTES >> 30} GiB: profile fewer steps")
+    try:
+        doc = json.loads(path.read_bytes())
+    except ValueError as e:
+        raise UsageError(f"{path}: not a profiler trace (JSON that does not parse: {e})") from None
+    if not is_trace(doc):
+        raise UsageError(f"{path}: not a profiler trace (no traceEvents)")
+    return doc
+
+
+def _call(args: dict) -> tuple[str | None, str]:
+    raw = str(args.get("Collective name") or "").lstrip("_")
+    base = raw[:-len(COALESCED)] if raw.endswith(COALESCED) else raw
+    return NAMES.get(base), raw
+
+
+def read(paths: list[Path]) -> Workload:
+    traces = {}
+    for p in paths:
+        doc = load_trace(p)
+        info = doc.get("distributedInfo") or {}
+        if not isinstance(info.get("rank"), int):
+            raise UsageError(f"{p}: a profiler trace without distributedInfo.rank (not a distributed job's)")
+        if info["rank"] in traces:
+            raise UsageError(f"{p}: a second trace of rank {info['rank']} (the first: {traces[info['rank']][0]})")
+        traces[info["rank"]] = (p, doc)
+    groups: dict[str, Group] = {}
+    said: dict[str, tuple[list[int], int]] = {}
+    wl = Workload(nranks=0, groups=groups, ranks={}, source="profiler trace", files=[str(p) for p, _ in traces.values()])
+    for r, (p, doc) in sorted(traces.items()):
+        info = doc["distributedInfo"]
+        wl.nranks = max(wl.nranks, int(info.get("world_size") or 0), r + 1)
+        for cfg in info.get("pg_config") or []:
+            _group(groups, said, p, r, str(cfg.get("pg_name")), _ranks(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
+        events = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args"), dict)
+                  and "Collective name" in e["args"]]
+        cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
+        kernels: dict[tuple, list[float]] = {}
+        for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
+            kernels.setdefault(_key(k["args"]), []).append(float(k.get("dur", 0.0)))
+        used: dict[tuple, int] = {}
+        ops = []
+        for e in cpu:
+            a = e["args"]
+            key = str(a.get("Process Group Name", ""))
+            _group(groups, said, p, r, key, _ranks(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
+            name, raw = _call(a)
+            if name is None or name in ("send", "recv"):  # a transfer's peer is not in these args
+                wl.skipped.append(f"rank {r}: {raw or '(unnamed)'}: no replay for this call from a profiler trace")
+                continue
+            dtype = DTYPES.get(str(a.get("dtype")))
+            if dtype is None:
+                wl.skipped.append(f"rank {r}: {raw}: dtype {a.get('dtype')} has no replay")
+                continue
+            in_n, out_n = int(a.get("In msg nelems") or 0), int(a.get("Out msg nelems") or 0)
+            if raw.startswith("barrier"):
+                in_n = out_n = 1
+            i = used[_key(a)] = used.get(_key(a), -1) + 1
+            durations = kernels.get(_key(a), [])
+            ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i,
+                          duration_us=durations[i] if i < len(durations) else None))
+        wl.ranks[r] = ops
+    if not any(wl.ranks.values()):
+        raise UsageError(f"{paths[0]}: the profiler trace holds no NCCL collective ({EVENT} events)")
+    wl.groups = {k: g for k, g in groups.items() if any(op.group == k for ops in wl.ranks.values() for op in ops)}
+    return wl
+
+
+def _key(args: dict) -> tuple:
+    return (str(args.get("Process Group Name", "")), str(args.get("Collective name", "")))
+
+
+def _group(groups, said, path, rank, key, ranks, desc) -> None:
+    if not ranks:
+        return
+    if key in said and said[key][0] != ranks:
+        raise UsageError(f"{path}: group {key} has ranks {ranks}, but rank {said[key][1]}'s trace says "
+                         f"{said[key][0]}: the traces disagree on a group")
+    said.setdefault(key, (ranks, rank))
+    groups.setdefault(key, Group(key, tuple(ranks), desc))
