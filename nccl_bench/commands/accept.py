@@ -37,6 +37,8 @@ class AcceptOptions:
     locate: bool = False  # on FAIL, run `locate` to name the GPU, link or node
     margin: float = 0.85  # a derived profile's floors: this x the expectation
     record_baseline: str | None = None  # write the run as a golden node's profile here
+    workload: list[str] | None = None  # a job's dumps, trace or workload file: replayed and judged
+    workload_max_slowdown: float = 1.25  # the replay's sequence may take this x the job's own
 
     def __post_init__(self):
         self.backend = check_backend(self.backend or default_backend())
@@ -49,6 +51,8 @@ class AcceptOptions:
             raise UsageError(f"--nranks must be >= 1, got {self.nranks}")
         if not 0 < self.margin <= 1:
             raise UsageError(f"--margin must be in (0, 1], got {self.margin:g}")
+        if not self.workload_max_slowdown > 0:
+            raise UsageError(f"--workload-max-slowdown must be above 0, got {self.workload_max_slowdown:g}")
         results.check_writable(self.json)
         results.check_writable(self.record_baseline, "--record-baseline")
         junit.check_writable(self.junit)
@@ -70,6 +74,11 @@ def parser() -> Parser:
     p.add_argument("--locate", action="store_true", help="when accept fails, run locate: which GPU, link or node")
     p.add_argument("--margin", type=float, default=0.85,
                    help="derived profile: floors are this x what the hardware should reach (default 0.85)")
+    p.add_argument("--workload", nargs="+", metavar="FILE", default=None,
+                   help="a job's Flight Recorder dumps, profiler trace or workload file: its replay's sequence time "
+                        "judged against the job's own, or a golden node's replay (nccl-bench replay)")
+    p.add_argument("--workload-max-slowdown", type=float, default=1.25, metavar="X",
+                   help="the replay's sequence may take X times the job's own (default 1.25)")
     p.add_argument("--record-baseline", metavar="FILE", default=None,
                    help="this node is known good: write what it measured (with each point's spread over 3 "
                         "cycles) as a profile FILE, to judge other nodes with --profile FILE")
@@ -131,12 +140,26 @@ def step_stress(o: AcceptOptions) -> dict:
     return {"stress_failures": int(doc["failures"])}
 
 
+def step_replay(o: AcceptOptions) -> dict:
+    """The workload replayed: the sequence's median time per pass, the trace's, wrong values."""
+    from nccl_bench.report.traces import digest
+    doc = run_json(["nccl_bench", "replay", *o.workload, *o.job_args(), "-n", "10", "-w", "2"], o.step_timeout,
+                   ok_codes=(0, 1))
+    seq = doc["meta"]["sequence"]
+    spread = ((seq["here_p75_us"] - seq["here_p25_us"]) / seq["here_median_us"]) if seq["here_median_us"] else None
+    return {"replay_sequence_us": seq["here_median_us"], "replay_trace_us": seq["trace_us"],
+            "replay_wrong": sum(r["nwrong"] for r in doc["rows"]), "replay_workload": digest(o.workload),
+            "replay_spread": spread, "replay_max_slowdown": o.workload_max_slowdown}
+
+
 def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[dict]]:
     m, steps = {"counters_before": gpu.read_counters()}, []
     todo = [("doctor", lambda: step_doctor(o)), ("bench", lambda: step_bench(o, profile))]
     if o.backend != "gloo" and (profile.copy_min_GBps or o.record_baseline):
         todo.append(("copies", lambda: step_copies(o)))
     todo += [("init", lambda: step_init(o)), ("stress", lambda: step_stress(o))]
+    if o.workload:
+        todo.append(("replay", lambda: step_replay(o)))
     for name, fn in todo:
         print(f"accept: {name} ...", flush=True)
         try:
@@ -161,7 +184,11 @@ def main(argv: list[str]) -> int:
         raise UsageError("accept starts its own jobs on this node: run it without torchrun/srun/mpirun")
     o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
                       init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
-                      locate=a.locate, margin=a.margin, record_baseline=a.record_baseline)
+                      locate=a.locate, margin=a.margin, record_baseline=a.record_baseline, workload=a.workload,
+                      workload_max_slowdown=a.workload_max_slowdown)
+    if o.workload:  # read and checked now: bad input is one line before any step runs
+        from nccl_bench.report.traces import load
+        load(o.workload)
     facts = topology.read() if o.backend != "gloo" else None
     names = selection.detected_gpu_names()
     profile = selection.choose(o.profile, o.backend, names, facts, o.margin)

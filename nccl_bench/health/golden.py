@@ -51,8 +51,17 @@ def record(m: dict, spreads: dict, backend: str, gpu_names: list[str], host: str
                     f"recorded {time.strftime('%Y-%m-%d %H:%M')}",
         source=f"baseline: accept --record-baseline on {host}; floor = golden median x (1 - {BASE_TOL:g} - the "
                f"point's spread over its cycles); latency and init limits x (1 + {LATENCY_TOL:g})",
-        origin="baseline", copy_min_GBps=copies,
+        origin="baseline", copy_min_GBps=copies, replay=_replay(m),
         derivation={"golden": {"host": host, "busbw": {f"{c}:{b}": v for (c, b), v in (m.get("busbw") or {}).items()},
                                "latency_us_8B": lat, "init_ms_p50": init, "copy_GBps": m.get("copy_GBps") or {}},
                     "spread_pct": {f"{c}:{b}": s for (c, b), s in spreads.items()}, "tolerance": tol_used,
                     "base_tolerance": BASE_TOL, "latency_tolerance": LATENCY_TOL})
+
+
+def _replay(m: dict) -> dict:
+    """accept --workload on the golden node: its replay's sequence time, plus 5 % and its own spread."""
+    seq = m.get("replay_sequence_us")
+    if not seq:
+        return {}
+    tol = min(MAX_TOL, BASE_TOL + (m.get("replay_spread") or 0.0))
+    return {"workload": m["replay_workload"], "sequence_max_us": round(seq * (1 + tol), 1)}

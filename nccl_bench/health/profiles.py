@@ -78,6 +78,8 @@ class Profile:
     origin: str = "built-in"
     copy_min_GBps: dict = field(default_factory=dict)
     derivation: dict = field(default_factory=dict)
+    # a golden node's replay of one workload: {"workload": digest of its files, "sequence_max_us": limit}
+    replay: dict = field(default_factory=dict)
 
     def sizes(self, collective: str) -> list[int]:
         """Message sizes (bytes) accept must measure for `collective`."""
@@ -124,7 +126,8 @@ class _Fields:
 
 
 TOP_FIELDS = ("name", "description", "source", "match", "busbw_min_GBps", "latency_8B_max_us", "init_max_ms",
-              "wrong_max", "stress_failures_max", "counters_max_increase", "origin", "copy_min_GBps", "derivation")
+              "wrong_max", "stress_failures_max", "counters_max_increase", "origin", "copy_min_GBps", "derivation",
+              "replay")
 
 
 def parse(doc, where: str) -> Profile:
@@ -166,6 +169,12 @@ def parse(doc, where: str) -> Profile:
     cp.no_extras(COPIES)
     for k in copies:
         cp.get(k, "num", "a number of GB/s above 0")
+    replay = f.get("replay", "obj", "an object {workload, sequence_max_us}", optional=True, default={})
+    rp = _Fields(replay, where, "replay.")
+    rp.no_extras(("workload", "sequence_max_us"))
+    if replay:
+        rp.get("workload", "str", "the workload's digest")
+        rp.get("sequence_max_us", "num", "a number of microseconds above 0")
     return Profile(
         name=f.get("name", "str", "a non-empty string"), match=match, busbw=tuple(floors),
         latency_8B_max_us=float(f.get("latency_8B_max_us", "num", "a number of microseconds above 0")),
@@ -176,7 +185,7 @@ def parse(doc, where: str) -> Profile:
         description=f.get("description", "str", "a string", optional=True, default=""),
         source=f.get("source", "str", "a string", optional=True, default=""), path=where, origin=origin,
         copy_min_GBps={k: float(v) for k, v in copies.items()},
-        derivation=f.get("derivation", "obj", "an object", optional=True, default={}))
+        derivation=f.get("derivation", "obj", "an object", optional=True, default={}), replay=dict(replay))
 
 
 def to_doc(p: Profile) -> dict:
@@ -194,6 +203,8 @@ def to_doc(p: Profile) -> dict:
         doc["copy_min_GBps"] = dict(p.copy_min_GBps)
     if p.derivation:
         doc["derivation"] = p.derivation
+    if p.replay:
+        doc["replay"] = dict(p.replay)
     return doc
 
 

@@ -139,11 +139,31 @@ def judge(profile: Profile, m: dict) -> list[Verdict]:
         else:
             out += [Verdict(f"counter {n}", "skip", None, f"increase <= {v}", "not measured in this run")
                     for n, v in profile.counters_max_increase.items()]
+    if "replay_sequence_us" in m:
+        out += judge_replay(profile, m)
     if "doctor" in m:
         failed = sorted({c["name"] for c in m["doctor"] if c["status"] == "fail"})
         out.append(Verdict("doctor", "fail" if failed else "pass", len(failed), "0 failed checks",
                            ", ".join(failed)))
     return out
+
+
+def judge_replay(profile: Profile, m: dict) -> list[Verdict]:
+    """accept --workload: the replay's sequence time against a golden node's replay of the same workload
+    (the profile's), else against the job's own trace x --workload-max-slowdown; and its wrong values."""
+    seq, check = m["replay_sequence_us"], "replay sequence"
+    golden = profile.replay if profile.replay.get("workload") == m.get("replay_workload") else None
+    if golden:
+        limit, source = golden["sequence_max_us"], f"golden node's replay ({profile.name})"
+    elif m.get("replay_trace_us"):
+        limit = m["replay_trace_us"] * m["replay_max_slowdown"]
+        source = f"the job's own trace {m['replay_trace_us']:.1f} us x {m['replay_max_slowdown']:g}"
+    else:
+        return [Verdict(check, "skip", round(seq, 1), "-", "the trace has no durations and the profile no golden "
+                        "replay of this workload"),
+                _at_most("replay wrong results", m.get("replay_wrong"), 0, "", True)]
+    return [Verdict(check, "pass" if seq <= limit else "fail", round(seq, 1), f"<= {limit:.1f} us", source),
+            _at_most("replay wrong results", m.get("replay_wrong"), 0, "", True)]
 
 
 def all_passed(verdicts: list[Verdict]) -> bool:

@@ -37,7 +37,7 @@ class Node:
 
 
 def higher_is_better(metric: str) -> bool:
-    return not metric.startswith(("latency", "init"))
+    return not metric.startswith(("latency", "init", "replay"))
 
 
 def _size(n: int) -> str:
@@ -74,10 +74,10 @@ def read(paths: list[str]) -> dict[str, Node]:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise UsageError(f"{f}: not readable JSON ({type(e).__name__})") from None
         kind = doc.get("kind") if isinstance(doc, dict) else None
-        take = {"accept": _accept, "locate": _locate, "bench": _bench}.get(kind) or (
+        take = {"accept": _accept, "locate": _locate, "bench": _bench, "replay": _replay}.get(kind) or (
             _bench if isinstance(doc, dict) and "results" in doc else None)
         if take is None:
-            raise UsageError(f"{f}: kind '{kind}' is not one the fleet reads (accept, bench, locate)")
+            raise UsageError(f"{f}: kind '{kind}' is not one the fleet reads (accept, bench, locate, replay)")
         meta = doc.get("meta") or {}
         if take is _bench and "meta" not in doc:  # written by nccl-tests itself: hosts from its config
             from nccl_bench.engine import benchfile
@@ -90,11 +90,26 @@ def read(paths: list[str]) -> dict[str, Node]:
     return nodes
 
 
+def _replay(doc: dict, node: Node, given: str) -> dict:
+    """A replay's sequence time per pass, and each call of 1 MiB or more (lower is better)."""
+    seq = ((doc.get("meta") or {}).get("sequence") or {}).get("here_median_us")
+    out = {"replay sequence us": seq}
+    for r in doc.get("rows") or []:
+        if r.get("bytes", 0) >= MiB and r.get("time_us"):
+            ranks = ",".join(map(str, r["group_ranks"]))
+            out[f"replay {r['collective']} {_size(r['bytes'])} {r['dtype']} [{ranks}] us"] = r["time_us"]
+    wrong = sum(r.get("nwrong") or 0 for r in doc.get("rows") or [])
+    if wrong:
+        node.evidence.append(f"{wrong} wrong values in the replay ({Path(given).name})")
+    return out
+
+
 def _accept(doc: dict, node: Node, given: str) -> dict:
     m = (doc.get("meta") or {}).get("measurements") or {}
     out = {f"busbw {k.split(':')[0]} {_size(int(k.split(':')[1]))}": v for k, v in (m.get("busbw") or {}).items()
            if int(k.split(":")[1]) >= MiB}
-    out.update({"latency 8 B us": m.get("latency_us_8B"), "init ms": m.get("init_ms_p50")})
+    out.update({"latency 8 B us": m.get("latency_us_8B"), "init ms": m.get("init_ms_p50"),
+                "replay sequence us": m.get("replay_sequence_us")})
     for key, v in (m.get("copy_GBps") or {}).items():
         if key.endswith("_GBps"):
             out[f"copy {key[:-5]} GB/s"] = v

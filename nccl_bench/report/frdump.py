@@ -85,7 +85,7 @@ def load_dump(path: Path) -> dict:
 def is_dump(path: Path) -> bool:
     """Whether a file looks like a dump without reading it all: a pickle, or JSON with 'entries'."""
     head = path.open("rb").read(4096)
-    return head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and b'"entries"' in head and b'"pg_config"' in head)
+    return head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and b'"entries"' in head and b'"traceEvents"' not in head)
 
 
 def rank_of(path: Path) -> int:

@@ -9,6 +9,7 @@ group is replayed up to it and the disagreement is said.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -130,3 +131,11 @@ def dumps_json(wl: Workload) -> str:
     """The workload as plain JSON (for the result's metadata and tests)."""
     return json.dumps({"groups": {k: list(g.ranks) for k, g in wl.groups.items()},
                        "ranks": {r: [op.__dict__ for op in ops] for r, ops in wl.ranks.items()}})
+
+
+def digest(given: list[str]) -> str:
+    """What names one workload across nodes: the sha256 of its files' contents, in name order."""
+    h = hashlib.sha256()
+    for p in sorted(files_of(given), key=lambda p: p.name):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
