@@ -21,6 +21,7 @@ each rank published and read, the same evidence the other backends keep.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import os
 import threading
@@ -190,7 +191,7 @@ class TorchCommunicator(Communicator):
         with _Watchdog(self, deadline, "split") as wd:
             for ranks in groups:
                 try:
-                    pg = dist.new_group(ranks, device_id=self.device, sort_ranks=False,
+                    pg = dist.new_group(ranks, device_id=self.device, **_UNSORTED,
                                         timeout=timedelta(seconds=max(deadline.remaining(), 1)))
                 except Exception as e:
                     kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
@@ -304,6 +305,10 @@ class TorchSubgroup(TorchCommunicator):
             pass
         self.pg = self.group = None
         self.created = False
+
+
+# a group's ranks in the trace's order, where this torch lets new_group keep it (2.12+); else sorted
+_UNSORTED = {"sort_ranks": False} if "sort_ranks" in inspect.signature(dist.new_group).parameters else {}
 
 
 def _after_copy(send, recv, call):

@@ -100,11 +100,16 @@ def metadata(opts: ReplayOptions, wl, seq: dict, nranks: int, outs: list[dict]) 
 def lines(rows: list[dict], seq: dict, bad: list[dict], opts: ReplayOptions) -> list[str]:
     from tabulate import tabulate
     f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+    ready = any(r["trace_ready_us"] is not None for r in rows)
     body = [[r["collective"], r["bytes"], r["dtype"], _ranks(r["group_ranks"]), r["calls"], f(r["time_us"]),
-             f(r["busbw"]), f(r["trace_time_us"]), f(r["ratio"]), r["nwrong"],
-             "SLOWER" if r["slower"] else ""] for r in rows]
+             f(r["busbw"]), f(r["trace_time_us"]), *([f(r["trace_ready_us"]), f(r["trace_overlap_pct"], 0)] if ready else []),
+             f(r["ratio"]), r["nwrong"], "SLOWER" if r["slower"] else ""] for r in rows]
     out = [tabulate(body, headers=["collective", "bytes", "dtype", "group_ranks", "calls", "time_us", "busbw",
-                                   "trace_us", "x trace", "#wrong", ""], tablefmt="plain", disable_numparse=True)]
+                                   "trace_us", *(["ready_us", "overlap%"] if ready else []), "x trace", "#wrong", ""],
+                    tablefmt="plain", disable_numparse=True)]
+    if ready:
+        out.append("# trace_us: the job's whole time per call; ready_us: once its last rank had started it (the "
+                   "ratio's base); overlap%: the share of it that the job's other kernels ran beside it")
     here = f"{f(seq['here_median_us'])} us (quartiles {f(seq['here_p25_us'])}..{f(seq['here_p75_us'])})"
     trace = f"{f(seq['trace_us'])} us" if seq["trace_us"] else "not known (no durations in the trace)"
     out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"

@@ -8,7 +8,9 @@ ranks (nccl-tests' default); `time_us` is the median over every call and timed p
 quartiles; busbw follows nccl-tests' formula for the collective (a transfer: 1). `trace_time_us` is
 the same median over the trace's own durations. A row is slower here when its lower quartile is above
 the trace's upper one (beyond the spread of both), and fails `--max-slowdown X` when it is also more
-than X times the trace's median.
+than X times the trace's median. Where a profiler trace gives each call's time once its last rank had
+started it (`trace_ready_us`), that is the job's time the row is judged against; `trace_overlap_pct`
+says how much of the job's call ran beside other kernels (the job's compute).
 """
 from __future__ import annotations
 
@@ -41,14 +43,15 @@ def fold(wl: Workload, outs: list[dict]) -> tuple[list[dict], dict]:
     for key, per_rank in occurrences.items():
         collective, nbytes, dtype, group, ranks = key
         calls = max(len(ix) for ix in per_rank.values())
-        here, trace = [], []
+        here, trace, ready, overlap = [], [], [], []
         for j in range(calls):
             at = [(r, ix[j]) for r, ix in per_rank.items() if j < len(ix)]
             for p in range(min(len(by_rank[r]["times"]) for r, _ in at)):
                 here.append(sum(by_rank[r]["times"][p][i] for r, i in at) / len(at))
-            durations = [wl.ranks[r][i].duration_us for r, i in at]
-            if all(d is not None for d in durations):
-                trace.append(sum(durations) / len(durations))
+            for into, field in ((trace, "duration_us"), (ready, "ready_us"), (overlap, "overlap")):
+                got = [getattr(wl.ranks[r][i], field) for r, i in at]
+                if all(v is not None for v in got):
+                    into.append(sum(got) / len(got))
         t = _q(here, 0.5)
         n = len(ranks)
         factor = 1.0 if collective not in collectives.REGISTRY else collectives.get(collective).factor(n)
@@ -59,8 +62,15 @@ def fold(wl: Workload, outs: list[dict]) -> tuple[list[dict], dict]:
                "time_p75_us": _us(_q(here, 0.75)), "alg_bw": algbw, "busbw": None if algbw is None else algbw * factor,
                "nwrong": wrong, "trace_time_us": _q(trace, 0.5), "trace_p25_us": _q(trace, 0.25),
                "trace_p75_us": _q(trace, 0.75), "samples": len(here)}
-        row["ratio"] = row["time_us"] / row["trace_time_us"] if row["time_us"] and row["trace_time_us"] else None
-        row["slower"] = bool(row["ratio"] and row["time_p25_us"] > row["trace_p75_us"])
+        row.update(trace_ready_us=_q(ready, 0.5), trace_ready_p25_us=_q(ready, 0.25), trace_ready_p75_us=_q(ready, 0.75),
+                   trace_overlap_pct=None if not overlap else 100 * _q(overlap, 0.5))
+        # judged against the job's time once every rank had started the call where the trace has it (its
+        # kernels), else against the job's whole durations (which include waiting for a late peer)
+        of = "trace_ready" if row["trace_ready_us"] else "trace"
+        base = row[f"{of}_us" if of == "trace_ready" else "trace_time_us"]
+        row["ratio_of"] = of if base else None
+        row["ratio"] = row["time_us"] / base if row["time_us"] and base else None
+        row["slower"] = bool(row["ratio"] and row["time_p25_us"] > row[f"{of}_p75_us"])
         rows.append(row)
     rows.sort(key=lambda r: (-(r["time_us"] or 0) * r["calls"]))
     return rows, sequence(wl, by_rank)

@@ -42,6 +42,11 @@ class Op:
     seq: int | None = None  # the trace's sequence number in its group
     duration_us: float | None = None  # the job's own time for this call, where the trace has it
     name: str = ""  # the trace's own name for it ("nccl:_all_gather_base")
+    # profiler traces of one node: the job's time for the call once its last rank had started it (its
+    # end less the latest start: no wait for a late peer), and the share of the call's time that other
+    # kernels ran beside it on this GPU (the job's compute overlapping its communication)
+    ready_us: float | None = None
+    overlap: float | None = None
 
     @property
     def elt(self) -> int:

@@ -1,0 +1,45 @@
+"""Issue 40's GPU acceptance from replay result files: every row of 1 MiB or more within 0.8-1.25 x the
+job's own time, 0 wrong values; one table per file, then a short summary.
+
+The job's own time: a profiler trace's per-call time once the call's last rank had started it (ready);
+a Flight Recorder dump has only whole durations, which include each call's wait for its late peer. A
+dump's row outside the band is judged again against the ready time of the same call in the same job's
+profiler trace (its replay file among the arguments), and says so.
+usage: python3 tests/gpu/replay_judge.py REPLAY.json..."""
+import json
+import sys
+
+LO, HI, MiB = 0.8, 1.25, 1 << 20
+docs = {path: json.load(open(path)) for path in sys.argv[1:]}
+ready = {}  # (collective, bytes, dtype) -> the job's ready time, from a profiler trace's replay
+for doc in docs.values():
+    for r in doc["rows"]:
+        if r.get("trace_ready_us"):
+            ready[(r["collective"], r["bytes"], r["dtype"])] = r["trace_ready_us"]
+ok = True
+t = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+for path, doc in docs.items():
+    rows, seq = doc["rows"], doc["meta"]["sequence"]
+    print(f"== {path}: backend {doc['meta']['backend']}, source {doc['meta']['replay']['source']}, "
+          f"{len(rows)} rows, skipped {len(doc['meta']['replay']['skipped'])}")
+    print(f"{'collective':15s} {'bytes':>11s} {'dtype':9s} {'calls':>5s} {'here_us':>9s} {'job_us':>9s} "
+          f"{'ready_us':>9s} {'ovl%':>5s} {'x job':>6s}  verdict")
+    big = 0
+    for r in rows:
+        x, why = r["ratio"], r.get("ratio_of")
+        if r["bytes"] >= MiB:
+            big += 1
+            if x is not None and not LO <= x <= HI and (r["collective"], r["bytes"], r["dtype"]) in ready:
+                x, why = r["time_us"] / ready[(r["collective"], r["bytes"], r["dtype"])], "the profiler's ready time"
+            band = "-" if x is None else ("ok" if LO <= x <= HI else "OUT")
+            ok &= band == "ok"
+        else:
+            band = "(< 1 MiB)"
+        print(f"{r['collective']:15s} {r['bytes']:11d} {r['dtype']:9s} {r['calls']:5d} {t(r['time_us']):>9s} "
+              f"{t(r['trace_time_us']):>9s} {t(r.get('trace_ready_us')):>9s} {t(r.get('trace_overlap_pct')):>5s} "
+              f"{t(x):>6s}  {band} vs {why}")
+    wrong = sum(r["nwrong"] for r in rows)
+    ok &= wrong == 0 and big > 0
+    print(f"sequence: here {seq['here_median_us']:.0f} us, job {seq['trace_us'] or 0:.0f} us; wrong {wrong}; "
+          f"rows >= 1 MiB: {big}")
+print("REPLAY GPU ACCEPTANCE:", "PASS" if ok else "FAIL")
