@@ -112,6 +112,11 @@ WORKLOAD = {
     ]}
 
 
+def test_the_documented_workload_reads():
+    wl = traces.load([str(REPO / "docs" / "workloads" / "fsdp-tp.json")])
+    assert len(wl.groups) == 5 and len(wl.ranks[0]) == 22 and not wl.skipped
+
+
 def test_a_hand_written_workload_runs_and_is_judged(tmp_path):
     path = tmp_path / "w.json"
     path.write_text(json.dumps(WORKLOAD))
@@ -154,9 +159,14 @@ def kineto(rank: int, world: int) -> dict:
 
 
 def test_a_profiler_trace_replays_with_the_jobs_durations(tmp_path):
+    import gzip
     for r in range(2):
         (tmp_path / f"trace_rank{r}.json").write_text(json.dumps(kineto(r, 2)))
     wl = traces.load([str(tmp_path)])
+    (tmp_path / "gz").mkdir()
+    for r in range(2):  # PyTorch's own handler writes .pt.trace.json.gz
+        (tmp_path / "gz" / f"trace_rank{r}.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(kineto(r, 2)).encode()))
+    assert traces.load([str(tmp_path / "gz")]).ranks == wl.ranks
     assert [(op.collective, op.in_count, op.out_count, op.duration_us) for op in wl.ranks[1][:3]] == [
         ("all_gather", 4096, 8192, 150.0), ("reduce_scatter", 8192, 4096, 120.0), ("all_reduce", 1, 1, 9.0)]
     out = tmp_path / "r.json"

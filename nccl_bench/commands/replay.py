@@ -111,7 +111,8 @@ def lines(rows: list[dict], seq: dict, bad: list[dict], opts: ReplayOptions) -> 
         out.append("# trace_us: the job's whole time per call; ready_us: once its last rank had started it (the "
                    "ratio's base); overlap%: the share of it that the job's other kernels ran beside it")
     here = f"{f(seq['here_median_us'])} us (quartiles {f(seq['here_p25_us'])}..{f(seq['here_p75_us'])})"
-    trace = f"{f(seq['trace_us'])} us" if seq["trace_us"] else "not known (no durations in the trace)"
+    trace = (f"{f(seq['trace_us'])} us" + (" (its calls' ready times)" if seq["trace_of"] == "ready_us" else "")
+             if seq["trace_us"] else "not known (no durations in the trace)")
     out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"
                + (f"; {seq['ratio']:.2f} x" if seq["ratio"] else ""))
     wrong = sum(r["nwrong"] for r in rows)

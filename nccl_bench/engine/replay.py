@@ -16,6 +16,7 @@ counts of every rank go to rank 0 through the job store; nccl_bench.engine.repla
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from nccl_bench.comm import InitPlan
@@ -101,7 +102,7 @@ def worker(opts, workload: Workload):
             dev = world.device
             stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
             bufs = _buffers(world, calls, mine)
-            ctx = torch.cuda.stream(stream) if stream is not None else _nothing()
+            ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
             with ctx:
                 with markers.span("replay check"):
                     out["wrong"] = [c.check(*bufs[op.dtype], stream, Deadline(opts.job.timeout))
@@ -118,14 +119,6 @@ def worker(opts, workload: Workload):
             del bufs
         return out
     return run
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _buffers(world, calls: list[Call], ops: list[Op]) -> dict:

@@ -85,11 +85,13 @@ def sequence(wl: Workload, by_rank: dict) -> dict:
     (the job's compute between calls is not replayed, so neither side counts it)."""
     passes = min((len(o["times"]) for o in by_rank.values()), default=0)
     here = [max(sum(o["times"][p]) for o in by_rank.values()) * 1e6 for p in range(passes)]
-    trace = None
-    if wl.ranks and all(op.duration_us is not None for ops in wl.ranks.values() for op in ops):
-        trace = max(sum(op.duration_us for op in ops) for ops in wl.ranks.values())
+    trace, of = None, None
+    for field in ("ready_us", "duration_us"):  # the job's time once each call's ranks were all in, else whole
+        if wl.ranks and all(getattr(op, field) is not None for ops in wl.ranks.values() for op in ops):
+            trace, of = max(sum(getattr(op, field) for op in ops) for ops in wl.ranks.values()), field
+            break
     return {"here_us": here, "here_median_us": _q(here, 0.5), "here_p25_us": _q(here, 0.25),
-            "here_p75_us": _q(here, 0.75), "trace_us": trace,
+            "here_p75_us": _q(here, 0.75), "trace_us": trace, "trace_of": of,
             "ratio": _q(here, 0.5) / trace if trace and here else None}
 
 

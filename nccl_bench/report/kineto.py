@@ -16,6 +16,7 @@ it on the GPU (the job's compute competing with its communication, which a repla
 from __future__ import annotations
 
 import bisect
+import gzip
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -32,11 +33,24 @@ def is_trace(doc) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
 
 
-def load_trace(path: Path) -> dict:
-    if path.stat().st_size > MAX_TRACE_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_TRACE_BYTES >> 30} GiB: profile fewer steps")
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The file's bytes, gunzipped where it is gzip (PyTorch writes `.pt.trace.json.gz`), at most `limit`."""
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gz else open
     try:
-        doc = json.loads(path.read_bytes())
+        with opener(path, "rb") as f:
+            data = f.read(limit + 1)
+    except (OSError, EOFError) as e:
+        raise UsageError(f"{path}: cannot read it ({type(e).__name__}: {str(e)[:80]})") from None
+    if len(data) > limit:
+        raise UsageError(f"{path}: larger than {limit >> 30} GiB: profile fewer steps")
+    return data
+
+
+def load_trace(path: Path) -> dict:
+    try:
+        doc = json.loads(read_bytes(path, MAX_TRACE_BYTES))
     except ValueError as e:
         raise UsageError(f"{path}: not a profiler trace (JSON that does not parse: {e})") from None
     if not is_trace(doc):

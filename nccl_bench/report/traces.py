@@ -9,6 +9,7 @@ group is replayed up to it and the disagreement is said.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -41,8 +42,11 @@ def files_of(given: list[str]) -> list[Path]:
 def kind_of(path: Path) -> str:
     try:
         head = path.open("rb").read(4096)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+        if head[:2] == b"\x1f\x8b":  # gzip: what is inside decides
+            with gzip.open(path, "rb") as f:
+                head = f.read(4096)
+    except (OSError, EOFError) as e:
+        raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     if not head.strip():
         raise UsageError(f"{path}: an empty file, not a trace")
     if frdump.is_dump(path):
