@@ -94,9 +94,8 @@ def test_a_hung_jobs_dumps_say_where_each_rank_stopped(dumps, tmp_path):
     said = "\n".join(wl.stopped)
     assert "rank(s) [0, 1, 2] reached #" in said and "barrier" in said and "never entered it: rank 3" in said
     assert len(wl.ranks[0]) == 19 and len(wl.ranks[3]) == 19  # the last barrier left out on every rank
-    proc = replay(str(folder), "-n", "1", "-w", "0", "--json", str(tmp_path / "r.json"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "stopped: group default_pg [0, 1, 2, 3]: rank(s) [0, 1, 2] reached" in proc.stdout
+    assert any(line.startswith("stopped: group default_pg [0, 1, 2, 3]: rank(s) [0, 1, 2] reached")
+               for line in traces.describe(wl))
 
 
 WORKLOAD = {
@@ -231,14 +230,11 @@ def test_a_call_with_no_replay_is_left_out_and_the_rest_runs(dumps, tmp_path):
     assert len(wl.ranks[0]) == 19
 
 
-def test_a_trace_from_more_ranks_replays_the_groups_that_fit(dumps, tmp_path):
+def test_a_trace_from_more_ranks_replays_the_groups_that_fit(dumps):
     wl = traces.load(dump_files(dumps)).fit(2)
     assert set(wl.groups) == {k for k, g in traces.load(dump_files(dumps)).groups.items() if max(g.ranks) < 2}
     assert [g.ranks for g in wl.groups.values()] == [(0, 1)]
     said = " ".join(wl.notes)
     assert "left out group default_pg [0, 1, 2, 3]: rank 3 is beyond the 2 rank(s) here" in said
     assert "dp0 [0, 2]" in said and sorted(wl.ranks) == [0, 1]
-    proc = replay(*dump_files(dumps), "--nranks", "2", "-n", "1", "-w", "0", "--json", str(tmp_path / "r.json"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
-    assert {tuple(r["group_ranks"]) for r in rows} == {(0, 1)}
+    assert {op.group for ops in wl.ranks.values() for op in ops} == set(wl.groups)

@@ -32,18 +32,22 @@ def parser() -> Parser:
     return p
 
 
+def check_args(a) -> None:
+    """The options that need no trace, checked before any trace is read."""
+    if not 1 <= a.iters <= MAX_ITERS:
+        raise UsageError(f"-n/--iters must be 1..{MAX_ITERS}, got {a.iters}")
+    if not 0 <= a.warmup <= MAX_ITERS:
+        raise UsageError(f"-w/--warmup must be 0..{MAX_ITERS}, got {a.warmup}")
+    if a.max_slowdown is not None and not a.max_slowdown > 0:
+        raise UsageError(f"--max-slowdown must be above 0, got {a.max_slowdown:g}")
+    results.check_writable(a.json)
+
+
 class ReplayOptions:
     def __init__(self, a, workload):
-        if not 1 <= a.iters <= MAX_ITERS:
-            raise UsageError(f"-n/--iters must be 1..{MAX_ITERS}, got {a.iters}")
-        if not 0 <= a.warmup <= MAX_ITERS:
-            raise UsageError(f"-w/--warmup must be 0..{MAX_ITERS}, got {a.warmup}")
-        if a.max_slowdown is not None and not a.max_slowdown > 0:
-            raise UsageError(f"--max-slowdown must be above 0, got {a.max_slowdown:g}")
         if a.max_slowdown is not None and not workload.duration_known():
             raise UsageError("--max-slowdown needs the job's own times, and this trace has none (record with "
                              "TORCH_NCCL_ENABLE_TIMING=1, or give time_us in a workload file)")
-        results.check_writable(a.json)
         self.iters, self.warmup, self.json, self.max_slowdown = a.iters, a.warmup, a.json, a.max_slowdown
         self.job = job_options(a)
         if self.job.nranks is None:  # as many ranks as the trace has, where this node has them
@@ -55,6 +59,7 @@ class ReplayOptions:
 def main(argv: list[str]) -> int:
     from nccl_bench.report import traces
     a = parser().parse_args(argv)
+    check_args(a)
     workload = traces.load(a.traces)
     opts = ReplayOptions(a, workload)
     if launch.detect() is None:  # the launcher says what was read, once; the ranks read it again quietly

@@ -21,15 +21,21 @@ from nccl_bench.report import frdump, kineto, workloadfile
 MAX_FILES = 4096  # one per rank; a folder with more is not one job's dumps
 
 
-def files_of(given: list[str]) -> list[Path]:
+def files_of(given: list[str], passed_over: list[str] | None = None) -> list[Path]:
+    """The files named, and the traces inside each folder named (its other files go to `passed_over`:
+    a job's dump folder often holds more than dumps)."""
     out = []
     for name in given:
         p = Path(name)
         if p.is_dir():
             inside = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
-            if not inside:
-                raise UsageError(f"{name}: an empty folder (no dumps or traces in it)")
-            out += inside
+            traces = [f for f in inside if _is_trace(f)]
+            if not traces:
+                raise UsageError(f"{name}: a folder with no Flight Recorder dump, profiler trace or workload "
+                                 "file in it")
+            if passed_over is not None:
+                passed_over += [f.name for f in inside if f not in traces]
+            out += traces
         elif p.is_file():
             out.append(p)
         else:
@@ -60,8 +66,17 @@ def kind_of(path: Path) -> str:
                      "or a workload file)")
 
 
+def _is_trace(path: Path) -> bool:
+    try:
+        kind_of(path)
+        return True
+    except UsageError:
+        return False
+
+
 def load(given: list[str]) -> Workload:
-    paths = files_of(given)
+    passed_over: list[str] = []
+    paths = files_of(given, passed_over)
     kinds = {p: kind_of(p) for p in paths}
     found = sorted(set(kinds.values()))
     if len(found) > 1:
@@ -75,6 +90,9 @@ def load(given: list[str]) -> Workload:
         wl = kineto.read(paths)
     else:
         wl = frdump.read(paths)
+    if passed_over:
+        wl.notes.append(f"passed over {len(passed_over)} file(s) in the folder that are not traces: "
+                        + ", ".join(passed_over[:4]) + (" ..." if len(passed_over) > 4 else ""))
     return checked(wl)
 
 
