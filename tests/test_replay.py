@@ -207,8 +207,13 @@ def test_a_pickle_that_would_run_a_command_is_refused_and_nothing_runs(tmp_path)
 ])
 def test_bad_input_is_one_line(tmp_path, make, says):
     make(tmp_path)
-    err = one_line_error(replay(str(tmp_path)))
+    err = one_line_error(replay(*(str(p) for p in tmp_path.iterdir())))  # the file itself, named
     assert says in err, err
+
+
+def test_a_folder_with_no_trace_in_it_is_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    assert "a folder with no Flight Recorder dump" in one_line_error(replay(str(tmp_path)))
 
 
 def test_dumps_that_disagree_on_a_group_are_one_line(dumps, tmp_path):
