@@ -243,3 +243,21 @@ def test_a_trace_from_more_ranks_replays_the_groups_that_fit(dumps):
     assert "left out group default_pg [0, 1, 2, 3]: rank 3 is beyond the 2 rank(s) here" in said
     assert "dp0 [0, 2]" in said and sorted(wl.ranks) == [0, 1]
     assert {op.group for ops in wl.ranks.values() for op in ops} == set(wl.groups)
+
+
+GPU_RUN = REPO / "results" / "h100x2" / "replay"
+
+
+def test_a_real_nccl_jobs_dumps_and_traces_read_as_the_job_ran():
+    """The committed 2 x H100 FSDP2 run: NCCL's dumps (pg_config ranks as a string, durations) and its
+    gzip'd profiler traces (kernels: durations, ready times, overlap) read into the same calls."""
+    fr = traces.load([str(GPU_RUN / "fr")])
+    assert [g.ranks for g in fr.groups.values()] == [(0, 1)] and fr.duration_known()
+    per_step = [(op.collective, op.in_count, op.out_count, op.dtype) for op in fr.ranks[0][:12]]
+    assert per_step.count(("all_gather", 25179136, 50358272, "bfloat16")) == 8
+    assert per_step.count(("reduce_scatter", 50358272, 25179136, "float32")) == 4
+    assert len(fr.ranks[0]) == len(fr.ranks[1]) == 60  # five steps
+    kt = traces.load([str(GPU_RUN / "kineto")])
+    assert len(kt.ranks[0]) == 24 and all(op.duration_us and op.ready_us is not None for op in kt.ranks[0])
+    assert all(op.ready_us <= op.duration_us + 0.01 and 0 <= op.overlap <= 1 for op in kt.ranks[1])
+    assert [(op.collective, op.in_count) for op in kt.ranks[0]] == [(op.collective, op.in_count) for op in fr.ranks[0][-24:]]
