@@ -189,7 +189,7 @@ def read(paths: list[Path]) -> Workload:
                         "fit, else left out")
     entries = {r: [e for e in doc["entries"] if isinstance(e, dict) and e.get("process_group")]
                for r, (_, doc) in dumps.items()}
-    cut = _window_and_stop(wl, entries, dumps)
+    cut = _window_and_stop(wl, entries)
     for r, es in sorted(entries.items()):
         seq_ops = []
         for e in sorted(es, key=lambda e: e.get("record_id", 0)):
@@ -209,7 +209,7 @@ def read(paths: list[Path]) -> Workload:
     return wl
 
 
-def _window_and_stop(wl: Workload, entries: dict[int, list[dict]], dumps) -> dict:
+def _window_and_stop(wl: Workload, entries: dict[int, list[dict]]) -> dict:
     """Per (group, p2p?): the sequence numbers every member holds and finished, (first, last); and the
     lines that say where each rank of a hung group stopped (into wl.stopped)."""
     cut = {}
