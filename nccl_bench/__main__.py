@@ -1,7 +1,15 @@
 """python -m nccl_bench COMMAND ...: the `nccl-bench` console script (nccl_bench.commands.main)."""
 import sys
 
-from nccl_bench.commands import main
+
+def _main() -> int:
+    try:  # a Ctrl-C while the package imports is the one line too, not a traceback
+        from nccl_bench.commands import main
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return main()
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())

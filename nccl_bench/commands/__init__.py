@@ -34,7 +34,11 @@ def main() -> int:
     """The `nccl-bench` console script, and `python -m nccl_bench` (not in __main__.py: a rank started
     with `-m nccl_bench` from a forked launcher would find that module already imported)."""
     import sys
-    from nccl_bench.job.cli import guarded
+    try:  # a Ctrl-C while the job machinery imports is the one line too, not a traceback
+        from nccl_bench.job.cli import guarded
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return guarded(lambda: dispatch(sys.argv[1:]))
 
 

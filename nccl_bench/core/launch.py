@@ -143,6 +143,7 @@ def run_module(argv: list[str]) -> None:
     import runpy
     from multiprocessing import forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server ignores it (nccl_bench.core.serverside); a rank must not
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the server was born ignoring it (self_launch)
     # Each process forked from the server holds its "alive" pipe, which keeps the server up while
     # any child lives. Let go of it, so the server ends with the launcher and the ranks with the
     # server (PR_SET_PDEATHSIG): a kill -9 of the launcher leaves nothing behind.
@@ -196,7 +197,17 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
         import multiprocessing
         from multiprocessing import forkserver
         multiprocessing.set_forkserver_preload(list(PRELOAD))
-        forkserver.ensure_running()
+        # Born ignoring SIGINT (exec keeps SIG_IGN, not a mask): a Ctrl-C to the process group while the
+        # server starts Python or imports torch must not end it with a KeyboardInterrupt traceback (it
+        # needs no signal: it ends with the launcher). Meanwhile the launcher blocks SIGINT, and Linux
+        # keeps a blocked signal pending even while ignored: its own Ctrl-C arrives once the server runs.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        held = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.signal(signal.SIGINT, held)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -232,7 +243,8 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
             # stopped the job after the round): the job was stopped, as by the shell's 128 + N
             return 128 + stops.pop()
         return EXIT_FAILED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the agent took the signals over: no rank has started to say it
+        print("interrupted", file=sys.stderr, flush=True)
         return 130
     except Exception as e:  # the agent itself failed (signal, rendezvous)
         name = type(e).__name__
