@@ -136,3 +136,28 @@ def test_ctrl_c_of_a_bench_says_interrupted_once(tmp_path):
     assert took < 15, f"Ctrl-C took {took:.1f} s to end the bench"
     assert err.strip() == "interrupted", err
     assert_no_survivors(token)
+
+
+def forkserver_starting(token: str) -> bool:
+    """The run's forkserver exists: it is importing torch (its preload) for a second or so."""
+    from helpers import survivors
+    for pid in survivors(token):
+        try:
+            if b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def test_ctrl_c_while_the_forkserver_imports_torch_is_the_one_line(tmp_path):
+    """A Ctrl-C to the process group while the forkserver imports torch (the launcher meanwhile imports
+    torch's launcher): the run ends at once with the one line, no traceback from any process, nothing left."""
+    token = uuid.uuid4().hex
+    proc = start(["-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2", "-b", "8", "-e", "64M",
+                  "-n", "200", "-J", str(tmp_path / "b.json")], token)
+    out, err, took = signal_and_wait(proc, signal.SIGINT, lambda: forkserver_starting(token))
+    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
+    assert took < 15, f"Ctrl-C took {took:.1f} s"
+    assert err.strip() == "interrupted", err
+    assert_no_survivors(token)

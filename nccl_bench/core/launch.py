@@ -7,6 +7,7 @@ Multi-node runs go through torchrun or srun as users already run them.
 from __future__ import annotations
 
 import ctypes
+import contextlib
 import logging
 import os
 import re
@@ -173,6 +174,20 @@ def run_module(argv: list[str]) -> None:
             os.kill(os.getpid(), _stop_noted)
 
 
+@contextlib.contextmanager
+def _sigint_deferred():
+    """A Ctrl-C while the launcher imports torch's launcher is noted, not raised there (an import that
+    swallows KeyboardInterrupt would lose it, and the job would start regardless), then raised on leaving."""
+    noted = []
+    previous = signal.signal(signal.SIGINT, lambda *_: noted.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if noted:
+        raise KeyboardInterrupt
+
+
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
                 max_restarts: int = 0, failures: list | None = None) -> int:
     """Run `python argv...` as `nranks` local workers through PyTorch's elastic launcher.
@@ -192,24 +207,25 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     quiet = "ignore:resource_tracker:UserWarning"
     if quiet not in os.environ.get("PYTHONWARNINGS", ""):
         os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
-    if warm:  # ranks fork from a server that imported torch once, instead of each importing it; started
-        # now (the environment set), it imports torch while this process imports the launcher
-        import multiprocessing
-        from multiprocessing import forkserver
-        multiprocessing.set_forkserver_preload(list(PRELOAD))
-        # Born ignoring SIGINT (exec keeps SIG_IGN, not a mask): a Ctrl-C to the process group while the
-        # server starts Python or imports torch must not end it with a KeyboardInterrupt traceback (it
-        # needs no signal: it ends with the launcher). Meanwhile the launcher blocks SIGINT, and Linux
-        # keeps a blocked signal pending even while ignored: its own Ctrl-C arrives once the server runs.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        held = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            forkserver.ensure_running()
-        finally:
-            signal.signal(signal.SIGINT, held)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    with _sigint_deferred():
+        if warm:  # ranks fork from a server that imported torch once, instead of each importing it; started
+            # now (the environment set), it imports torch while this process imports the launcher
+            import multiprocessing
+            from multiprocessing import forkserver
+            multiprocessing.set_forkserver_preload(list(PRELOAD))
+            # Born ignoring SIGINT (exec keeps SIG_IGN, not a mask): a Ctrl-C to the process group while the
+            # server starts Python or imports torch must not end it with a KeyboardInterrupt traceback (it
+            # needs no signal: it ends with the launcher). Meanwhile the launcher blocks SIGINT, and Linux
+            # keeps a blocked signal pending even while ignored: it reaches the deferring handler after.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            deferring = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                forkserver.ensure_running()
+            finally:
+                signal.signal(signal.SIGINT, deferring)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     # The agent's loggers set their own levels, so quiet each one (our driver reports failures).
     for name in [*logging.root.manager.loggerDict, "torch.multiprocessing.spawn"]:
