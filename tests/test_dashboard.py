@@ -51,7 +51,7 @@ def plotted_pixels(png: Path) -> int:
     """Pixels of asv's series colour (a saturated blue) inside the graph area, right of the sidebar."""
     import matplotlib.image
     img = matplotlib.image.imread(str(png))[60:820, 220:, :3]
-    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    r, b = img[..., 0], img[..., 2]
     return int(((b > 0.55) & (r < 0.45) & (b - r > 0.3)).sum())
 
 
