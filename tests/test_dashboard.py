@@ -6,7 +6,9 @@ Skipped with its reason where Chromium is not installed or a network namespace c
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -25,7 +27,7 @@ cd "$1"
 python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 & server=$!
 trap 'kill $server' EXIT
 for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/8123) 2>/dev/null && break; sleep 0.1; done
-exec timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" \
   --virtual-time-budget=15000 --window-size=1280,900 --screenshot="$2" "http://127.0.0.1:8123/index.html$3"
 """
@@ -42,9 +44,17 @@ def why_not() -> str | None:
 
 def screenshot_offline(html: Path, png: Path) -> None:
     """The page served from `html` on loopback, in a namespace with no other network."""
-    got = subprocess.run(["unshare", "--net", "bash", "-c", BROWSE, "browse", str(html), str(png), GRAPH],
-                         capture_output=True, text=True, timeout=120)
-    assert png.is_file(), got.stderr[-2000:]
+    proc = subprocess.Popen(["unshare", "--net", "bash", "-c", BROWSE, "browse", str(html), str(png), GRAPH],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:  # the server and the browser go with the namespace's shell, whatever happened
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert png.is_file(), err[-2000:]
 
 
 def plotted_pixels(png: Path) -> int:
