@@ -43,8 +43,15 @@ def check_args(a) -> None:
     results.check_writable(a.json)
 
 
+MAX_SAMPLES = 2_000_000  # call times a rank keeps and sends to rank 0: passes x its calls
+
+
 class ReplayOptions:
     def __init__(self, a, workload):
+        calls = max(map(len, workload.ranks.values()), default=0)
+        if calls * a.iters > MAX_SAMPLES:
+            raise UsageError(f"-n/--iters {a.iters} x {calls} calls a rank is more than {MAX_SAMPLES} call times "
+                             f"to keep; use -n {max(1, MAX_SAMPLES // max(calls, 1))} or fewer")
         if a.max_slowdown is not None and not workload.duration_known():
             raise UsageError("--max-slowdown needs the job's own times, and this trace has none (record with "
                              "TORCH_NCCL_ENABLE_TIMING=1, or give time_us in a workload file)")

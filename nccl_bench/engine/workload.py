@@ -89,10 +89,6 @@ class Workload:
         return any(op.duration_us is not None for ops in self.ranks.values() for op in ops)
 
 
-def group_rank(group: Group, rank: int) -> int:
-    return group.ranks.index(rank)
-
-
 def check_op(op: Op, group: Group) -> str | None:
     """Why this call cannot be replayed, or None."""
     if op.dtype not in ELEMENT_BYTES:

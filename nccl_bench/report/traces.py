@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
@@ -147,12 +146,6 @@ def describe(wl: Workload) -> list[str]:
         lines.append(f"replay: left out {len(wl.skipped)} call(s): " + "; ".join(sorted(set(wl.skipped))[:5])
                      + (" ..." if len(set(wl.skipped)) > 5 else ""))
     return lines
-
-
-def dumps_json(wl: Workload) -> str:
-    """The workload as plain JSON (for the result's metadata and tests)."""
-    return json.dumps({"groups": {k: list(g.ranks) for k, g in wl.groups.items()},
-                       "ranks": {r: [op.__dict__ for op in ops] for r, ops in wl.ranks.items()}})
 
 
 def digest(given: list[str]) -> str:
