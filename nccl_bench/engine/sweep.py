@@ -4,7 +4,8 @@ First, as nccl-tests' (2.19.6) TimeTest, the warm-up: -w launches at every size 
 to the largest by factors of 2, each followed by a wait (so no point, the first included, pays for
 connections NCCL sets up lazily per protocol and channel count, lazily loaded kernels or ranks
 that arrive apart). Then per size, out-of-place then in-place:
-time the launch loop (nccl_bench.engine.timing), then run `check` separate iterations on freshly
+time the launch loop (nccl_bench.engine.timing; the ranks lined up before it by a one-element
+all_reduce, as nccl-tests' Barrier), then run `check` separate iterations on freshly
 filled inputs and count the elements that differ from the exactly predictable result. After
 the sweep the ranks' times, host times per launch and wrong counts are gathered through the
 job store and aggregated (rank0 / avg / min / max of the times, sum of #wrong); bandwidths
@@ -108,6 +109,7 @@ class Sweep:
         self.census = census  # a core.threads.Census: what else ran while the loops were timed (-I)
         self.progress = progress and job.rank == 0
         self.stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
+        self.token = None  # _line_up's tensor
         self.dtype = getattr(torch, plan.dtype)
         elt = torch.empty((), dtype=self.dtype).element_size()
         layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
@@ -120,6 +122,14 @@ class Sweep:
 
     def _wait(self):
         self.comm.wait(Deadline(self.plan.timeout), self.coll.name)
+
+    def _line_up(self):
+        """nccl-tests' Barrier before a timed loop: a one-element all_reduce, which no rank leaves
+        before every rank has made it, then the wait, whose spin lets the ranks out within microseconds."""
+        if self.token is None:
+            self.token = torch.zeros(1, dtype=torch.float32, device=self.comm.device)
+        self.comm.all_reduce(self.token, self.token, "sum")
+        self._wait()
 
     def _launcher(self, send_buf, recv_buf, lay: Layout, in_place: bool):
         """make_loop(stream) for the timing loop. Iteration i runs on buffers moved by
@@ -135,6 +145,14 @@ class Sweep:
         """nccl-tests' (2.19.6) warm-up: -w launches at every size from the smallest to the largest
         by factors of 2, each size waited for: every protocol and channel count the sweep will use
         has set up its connections (NCCL connects lazily) before anything is timed."""
+        # The line-up's own all_reduce first: its first call sets up NCCL's connections for it, and the loop
+        # timed right after that paid about 170 us in its first iteration (gather 16 MiB on 2 x H200).
+        self._line_up()
+        if self.plan.check:  # as nccl-tests' initData before its first timed loop: the check's kernels
+            # load (lazily, on first launch) before anything is timed; loaded after the first loop, they cost
+            # the next loop 100-200 us in its first iterations (all_reduce 8 B in place on 2 x H200: 24 us a row)
+            lay = self.layouts[0]
+            self._check(*_views(send_buf, recv_buf, lay, False, self.plan.unalign), lay)
         n = self.plan.timing.warmup
         if not n:
             return
@@ -163,7 +181,8 @@ class Sweep:
         for in_place in (False, True):
             send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
             with self.census.span() if self.census is not None else contextlib.nullcontext():
-                t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream)
+                t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream,
+                                   self._line_up)
             mine["time"].append(t.seconds)
             mine["host"].append(t.host_seconds)
             mine["per_iter"].append(t.per_iter)

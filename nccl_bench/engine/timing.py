@@ -3,9 +3,12 @@
 GPU: CUDA events around the whole loop of `iters` launches on one stream (as nccl-tests times
 its loop, not each call), recorded by the loop itself right before its first and after its last
 launch (nccl_bench.comm.launchloop: from C in the compiled loop). Before it, as nccl-tests' BenchTime does, one untimed "sync"
-launch (iteration 0) and a wait: the GPU starts the loop idle, so the time includes the
-host's launch cost as nccl-tests' does, and the ranks, which see that launch end together,
-start the loop together. The warm-up proper (-w launches at the largest and the smallest
+launch (iteration 0), a wait and, as its Barrier, `line_up()`: the GPU starts the loop idle, so
+the time includes the host's launch cost as nccl-tests' does, and the ranks start the loop
+together. The sync launch alone does not line them up: where a rank only sends (a root's peers in
+gather or reduce), NCCL's buffers can take its whole message and its launch ends before the root has
+made its own; that rank then timed the root's lateness (its data check) in its loop (gather 16 MiB
+in place: one iteration of 30-50 ms on the peer, 1.1 ms a row, on 2 x H200). The warm-up proper (-w launches at the largest and the smallest
 size) is the sweep's, once at its start, as nccl-tests' TimeTest does.
 `-z` synchronizes after each launch.
 With graph replays, the `iters` launches are captured into one CUDA graph (on the same
@@ -70,9 +73,10 @@ class Timing(NamedTuple):
 
 
 def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
-                   stream=None) -> Timing:
+                   stream=None, line_up: Callable[[], None] = lambda: None) -> Timing:
     """Time one collective. `make_loop(stream)` returns its launch loop (run(first, n) -> host
-    seconds, one operation per step); `wait()` blocks until done.
+    seconds, one operation per step); `wait()` blocks until done; `line_up()` returns on every rank
+    at once (a barrier).
 
     `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
     """
@@ -83,13 +87,14 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
     events = _Events(loop, plan, stream) if stream is not None and not plan.graph_replays else None
     loop.run(0, 1)  # nccl-tests' sync launch
     wait()
+    line_up()
     collecting = gc.isenabled()
     gc.disable()  # no collection pause lands inside a timed loop (pyperf does the same)
     try:
         if stream is None:
             return _cpu(loop, plan, wait)
         if plan.graph_replays:
-            return _graph(loop, plan, wait, stream)
+            return _graph(loop, plan, wait, stream, line_up)
         return _eager(loop, plan, wait, stream, events)
     finally:
         if collecting:
@@ -168,15 +173,16 @@ def _eager(loop, plan: TimingPlan, wait, stream, ev: _Events) -> Timing:
     return Timing(start.elapsed_time(end) / 1e3 / plan.ops, host / plan.ops, per_iter, host_iter)
 
 
-def _graph(loop, plan: TimingPlan, wait, stream) -> Timing:
+def _graph(loop, plan: TimingPlan, wait, stream, line_up) -> Timing:
     import torch
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):  # the sync launch ran eagerly: NCCL connected before capture
         loop.run(0, plan.ops)
     try:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        graph.replay()  # warm replay; like the eager sync launch it lines the ranks up on the GPU
+        graph.replay()  # warm replay, as the eager sync launch
         wait()
+        line_up()
         start.record(stream)
         t0 = time.perf_counter()
         for _ in range(plan.graph_replays):

@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# Issue 26 in one call (< 10 min on 2 x H200): numbers that do not depend on order, position or backend.
-# Every comparison alternates the tools, ours then theirs, REPS times (default 3) in this one call, and the
-# judge (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions:
-#   first   the first size of a sweep against the same size in the middle of another sweep (ours; -d int8):
-#           8 B first (-b 8) and 8 MiB first (-b 8M) against -b 2 -f 4, for six collectives
-#   p2p     gather and hypercube busbw 64 MiB..1 GiB, in and out of place, ours / nccl-tests (one process per GPU)
+# Issues 26 and 38: numbers that do not depend on order, position, a fresh process or backend, beside nccl-tests.
+# Every comparison alternates the tools, ours then theirs, REPS times (default 3) in one call, and the judge
+# (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions:
+#   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
+#           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours mid-sweep
+#           (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p sweep) as the second reference
+#   p2p     every collective's busbw 64 MiB..1 GiB, in and out of place, ours (one process) / nccl-tests
 #   periter all_reduce 8 B..128 KiB with -I 1 -n 100: p50 and p99 per size, ours / nccl-tests
-#   torch   --backend torch all_reduce 8 B..32 KiB per op, ours / a plain dist.all_reduce loop (plain_allreduce.py),
-#           in place (dist.all_reduce(x)) and out of place (y.copy_(x); dist.all_reduce(y)); and the two in one
-#           process, alternated per size (torchcost.py): a VM's per-process drift (up to 2 x) cancels there
+#   torch   --backend torch all_reduce 8 B..32 KiB per op against a plain dist.all_reduce loop, in place and out
+#           of place: in one process, alternated per size (torchcost.py: what is judged; a VM's per-process
+#           drift, up to 2 x, cancels there), and in separate processes (plain_allreduce.py: information)
 #   checks  (not timed, once) the torch backend: every collective with its values checked, and a short stress;
 #           gather and scatter on the nccl backend, values checked
-# nccl-tests 2.19.6 is built here from the carried source (.nccltests, tests/gpu/nccltests.sh). JSON under $OUT.
+# A subset: PARTS="alone p2p"; ALONE_SIZES and COLLS narrow the alone and p2p parts. nccl-tests 2.19.6 is built
+# here from the carried source (.nccltests, tests/gpu/nccltests.sh). Everything comes back in one archive
+# beside the judge's table.
 set -u
 source tests/gpu/env.sh
 REPS=${REPS:-3}
-PARTS=${PARTS:-first p2p periter torch checks}  # a subset: PARTS="p2p torch"
+PARTS=${PARTS:-alone p2p periter torch checks}
+ALONE_SIZES=${ALONE_SIZES:-8 64K 16M 256M}
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 NG=$(nvidia-smi -L | wc -l)
 L=$OUT/trust.log
-B="timeout 240 python3 -m nccl_bench bench --backend nccl -w 5 -c 1"
-COLLS=all_reduce,all_gather,reduce_scatter,broadcast,gather; (( NG & (NG - 1) )) || COLLS+=,hypercube
-P2P=gather; (( NG & (NG - 1) )) || P2P+=,hypercube
+B="timeout 240 python3 -m nccl_bench bench --backend nccl -n 20 -w 5 -c 1 --no-algo-confirm"
+ALL=all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv,gather,scatter,alltoallv
+(( NG & (NG - 1) )) || ALL+=,hypercube
+COLLS=${COLLS:-$ALL}
 bash tests/gpu/nccltests.sh >> $L 2>&1
 NTM=/tmp/nccltests/build_mpi; NT=/tmp/nccltests/build
 [ -f /tmp/nccltests/env ] && source /tmp/nccltests/env
@@ -30,24 +35,28 @@ theirs() {  # BINARY OUT ARGS...: one process per GPU
   if [ "$NG" -gt 1 ] && [ -x $NTM/$bin ]; then timeout 120 mpiexec -n $NG $NTM/$bin -g 1 -J $out "$@"
   elif [ -x $NT/$bin ]; then timeout 120 $NT/$bin -g $NG -J $out "$@"; else echo "no $bin built"; fi
 }
+echo "trust.sh: $NG GPU(s), REPS=$REPS, PARTS=$PARTS, collectives $COLLS" | tee -a $L
 t0=$SECONDS
 for rep in $(seq $REPS); do
   {
-  if has first; then echo "== rep $rep: first"
-  $B --collective $COLLS -d int8 -b 8 -e 8M -f 4 -n 20 --no-algo-confirm -J $OUT/first_a8_$rep.json
-  $B --collective $COLLS -d int8 -b 8M -e 8M -f 4 -n 20 --no-algo-confirm -J $OUT/first_a8m_$rep.json
-  $B --collective $COLLS -d int8 -b 2 -e 8M -f 4 -n 20 --no-algo-confirm -J $OUT/first_mid_$rep.json; fi
+  if has alone; then echo "== rep $rep: alone"
+  $B --collective $COLLS -b 2 -e 32M -f 2 -J $OUT/alone_mid_$rep.json
+  for s in $ALONE_SIZES; do for c in ${COLLS//,/ }; do
+    a=$EPOCHREALTIME; $B --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$rep.json
+    b=$EPOCHREALTIME; theirs ${c}_perf $OUT/alone_theirs_${c}_${s}_$rep.json -b $s -e $s -n 20 -w 5 -c 1
+    echo "== alone $c $s: ours $(awk "BEGIN{print $b - $a}") s, theirs $(awk "BEGIN{print $EPOCHREALTIME - $b}") s (whole commands)"
+  done; done; fi
   if has p2p; then echo "== rep $rep: p2p"
-  $B --collective $P2P -b 64M -e 1G -f 2 -n 20 --no-algo-confirm -J $OUT/p2p_ours_$rep.json
-  for c in ${P2P//,/ }; do theirs ${c}_perf $OUT/p2p_theirs_${c}_$rep.json -b 64M -e 1G -f 2 -n 20 -w 5 -c 1; done; fi
+  $B --collective $COLLS -b 64M -e 1G -f 2 -J $OUT/p2p_ours_$rep.json
+  for c in ${COLLS//,/ }; do theirs ${c}_perf $OUT/p2p_theirs_${c}_$rep.json -b 64M -e 1G -f 2 -n 20 -w 5 -c 1; done; fi
   if has periter; then echo "== rep $rep: periter"
-  $B --collective all_reduce -b 8 -e 128K -f 4 -n 100 -I 1 --no-algo-confirm -J $OUT/periter_ours_$rep.json
+  $B --collective all_reduce -b 8 -e 128K -f 4 -n 100 -I 1 -J $OUT/periter_ours_$rep.json
   theirs all_reduce_perf $OUT/periter_theirs_$rep.json -b 8 -e 128K -f 4 -n 100 -w 5 -c 1 -I 1; fi
   if has torch; then echo "== rep $rep: torch"
+  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/torchcost.py $OUT/torch_inproc_$rep.json 5
   timeout 240 python3 -m nccl_bench bench --backend torch --collective all_reduce -b 8 -e 32K -f 4 -n 20 -w 5 -c 1 \
     --no-algo-confirm -J $OUT/torch_ours_$rep.json
-  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/plain_allreduce.py $OUT/torch_plain_$rep.json 8 32768 4 20
-  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/torchcost.py $OUT/torch_inproc_$rep.json 5; fi
+  timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/plain_allreduce.py $OUT/torch_plain_$rep.json 8 32768 4 20; fi
   echo "== rep $rep done at $((SECONDS - t0)) s"
   } >> $L 2>&1
   tail -n 1 $L
