@@ -2,14 +2,71 @@
 __version__ = "0.1.0"
 
 
+SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"  # set in a launcher of ours and the ranks it starts
+SAID_ENV = "NCCL_BENCH_SAID"  # a path our launcher picks: the process of the run that creates it says the stop's line
+EXIT_INTERRUPTED = 130  # as a shell reports a job ended by SIGINT
+EXIT_TERMINATED = 143  # and by SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM in a process the user started, raised where KeyboardInterrupt is for SIGINT."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def first_to_say() -> bool:
+    """Whether this process says a stop's one line. A run our launcher started says it once, whichever of
+    its processes caught the signal first (creating the launcher's marker file decides, atomically); under
+    another launcher (torchrun, srun, mpirun) rank 0 says it; a process no launcher started always does."""
+    import os
+    path = os.environ.get(SAID_ENV)
+    if path:
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except OSError:
+            return False
+    return os.environ.get("RANK", "0") == "0"
+
+
+def stopping() -> bool:
+    """Whether this run's stop line was said already: a failure after it (a peer gone) is the stop's doing."""
+    import os
+    path = os.environ.get(SAID_ENV)
+    return bool(path) and os.path.exists(path)
+
+
+def interrupted() -> int:
+    """A Ctrl-C: its one line (nccl_bench.first_to_say) and the exit code."""
+    import sys
+    if first_to_say():
+        print("interrupted", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def terminated() -> int:
+    """A SIGTERM: its one line (nccl_bench.first_to_say) and the exit code."""
+    import sys
+    if first_to_say():
+        print("terminated", file=sys.stderr, flush=True)
+    return EXIT_TERMINATED
+
+
 def entry(module: str, name: str) -> int:
     """Run `module.name()` as a command's entry point (`python -m nccl_bench`, `python -m stress`): a
-    Ctrl-C while the module imports is the one line and 130, as everywhere else, not a traceback."""
+    Ctrl-C or SIGTERM while the module imports is the one line and 130/143, as everywhere else, not a
+    traceback."""
     import importlib
-    import sys
+    import os
+    import signal
+    if "RANK" not in os.environ and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)  # the one line for it too (a rank's launcher says it)
     try:
         main = getattr(importlib.import_module(module), name)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
+    except Terminated:
+        return terminated()
     return main()

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from nccl_bench import first_to_say
 from nccl_bench.core import resources, sysinfo
 from nccl_bench.comm import scenario
 from nccl_bench.comm import gpu_count
@@ -230,8 +231,9 @@ class Run:
                 self.writer.close()
                 return EXIT_FAILED
             self.progress.clear()
-            print(f"stress: stopped after {cut['mode']} round {cut['after_round']} ({cut['reason']}); "
-                  f"--resume goes on from the journal", flush=True)
+            if first_to_say():  # a stop's one line (the launcher then says nothing more)
+                print(f"stress: stopped after {cut['mode']} round {cut['after_round']} ({cut['reason']}); "
+                      f"--resume goes on from the journal", flush=True)
         return self.finish(base, self.shown)
 
     def rounds(self, todo) -> dict | None:

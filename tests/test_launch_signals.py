@@ -126,18 +126,6 @@ def test_every_stop_signal_anywhere_ends_with_the_stop_line_and_the_summary(tmp_
     assert len(said) == 1 and sig.name in said[0], (out, err)
 
 
-def test_ctrl_c_of_a_bench_says_interrupted_once(tmp_path):
-    token = uuid.uuid4().hex
-    proc = start(["-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2", "-b", "8", "-e", "64M",
-                  "-n", "200", "-J", str(tmp_path / "b.json")], token)
-    t_start = time.monotonic()
-    out, err, took = signal_and_wait(proc, signal.SIGINT, lambda: time.monotonic() - t_start > 6)  # in the warm-up
-    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
-    assert took < 15, f"Ctrl-C took {took:.1f} s to end the bench"
-    assert err.strip() == "interrupted", err
-    assert_no_survivors(token)
-
-
 def forkserver_starting(token: str) -> bool:
     """The run's forkserver exists: it is importing torch (its preload) for a second or so."""
     from helpers import survivors
@@ -150,14 +138,27 @@ def forkserver_starting(token: str) -> bool:
     return False
 
 
-def test_ctrl_c_while_the_forkserver_imports_torch_is_the_one_line(tmp_path):
-    """A Ctrl-C to the process group while the forkserver imports torch (the launcher meanwhile imports
-    torch's launcher): the run ends at once with the one line, no traceback from any process, nothing left."""
+MOMENTS = {  # when a Ctrl-C reaches the process group of a starting bench, as ready(token, t_start)
+    "launcher-imports": lambda token, t0: time.monotonic() - t0 > 0.2,
+    "forkserver-imports-torch": lambda token, t0: forkserver_starting(token),
+    "ranks-starting": lambda token, t0: bool(rank_pids(token)),
+    "timed-loop": lambda token, t0: time.monotonic() - t0 > 6,
+}
+
+
+@pytest.mark.parametrize("sig, moment", [(signal.SIGINT, m) for m in MOMENTS] +
+                         [(signal.SIGTERM, "forkserver-imports-torch"), (signal.SIGTERM, "ranks-starting")],
+                         ids=lambda v: v.name if isinstance(v, signal.Signals) else v)
+def test_a_stop_at_any_moment_of_a_bench_is_the_one_line(tmp_path, sig, moment):
+    """A Ctrl-C (or SIGTERM) to the process group while the launcher imports, while the forkserver imports
+    torch (the launcher meanwhile imports torch's launcher), while the ranks start and in the sweep: the run
+    ends within seconds with the one line and 130 (143), no traceback from any process, nothing left running."""
     token = uuid.uuid4().hex
     proc = start(["-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2", "-b", "8", "-e", "64M",
                   "-n", "200", "-J", str(tmp_path / "b.json")], token)
-    out, err, took = signal_and_wait(proc, signal.SIGINT, lambda: forkserver_starting(token))
-    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
-    assert took < 15, f"Ctrl-C took {took:.1f} s"
-    assert err.strip() == "interrupted", err
+    t0 = time.monotonic()
+    out, err, took = signal_and_wait(proc, sig, lambda: MOMENTS[moment](token, t0), "group", token)
+    assert proc.returncode == 128 + sig, (proc.returncode, out[-2000:], err[-2000:])
+    assert took < 15, f"{sig.name} took {took:.1f} s"
+    assert err.strip() == {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}[sig], err
     assert_no_survivors(token)

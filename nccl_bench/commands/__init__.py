@@ -37,8 +37,8 @@ def main() -> int:
     try:  # a Ctrl-C while the job machinery imports is the one line too, not a traceback
         from nccl_bench.job.cli import guarded
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        from nccl_bench import interrupted
+        return interrupted()
     return guarded(lambda: dispatch(sys.argv[1:]))
 
 

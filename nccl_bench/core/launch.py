@@ -17,9 +17,8 @@ import sys
 import uuid
 from dataclasses import dataclass
 
+from nccl_bench import SAID_ENV, SELF_LAUNCH_ENV, Terminated, first_to_say, interrupted, terminated
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE, UsageError
-
-SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"
 
 
 @dataclass(frozen=True)
@@ -125,6 +124,7 @@ START_ENV = "NCCL_BENCH_RANK_START"
 PRELOAD = ("nccl_bench.core.serverside", "torch", "torch.distributed", "numpy", "nccl_bench.comm.base",
            "nccl_bench.job.store")
 
+STOPS = {signal.SIGINT, signal.SIGTERM}  # blocked while the forkserver starts (self_launch)
 _stop_noted: int | None = None
 SHUTDOWN_GRACE_S = 10  # PyTorch's launcher waits 30 s for stopped ranks before SIGKILL
 
@@ -144,7 +144,11 @@ def run_module(argv: list[str]) -> None:
     import runpy
     from multiprocessing import forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server ignores it (nccl_bench.core.serverside); a rank must not
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # the server was born ignoring it (self_launch)
+    # Born with SIGINT and SIGTERM blocked (self_launch): a SIGINT sent before now is dropped (the launcher
+    # stops the ranks then), not raised here, where no handler would make it the one line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # Each process forked from the server holds its "alive" pipe, which keeps the server up while
     # any child lives. Let go of it, so the server ends with the launcher and the ranks with the
     # server (PR_SET_PDEATHSIG): a kill -9 of the launcher leaves nothing behind.
@@ -156,6 +160,8 @@ def run_module(argv: list[str]) -> None:
     sys.argv = [module, *args]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except KeyboardInterrupt:  # before the module's own handler (while importing): its launcher says it
+        raise SystemExit(interrupted()) from None
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
         if code:
@@ -199,6 +205,7 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     """
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
     os.environ[SELF_LAUNCH_ENV] = str(os.getpid())  # set: self-launched; its value: by which launcher
+    _say_once_marker()
     for k, v in (env_extra or {}).items():
         os.environ[k] = v
     warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
@@ -211,19 +218,22 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
         if warm:  # ranks fork from a server that imported torch once, instead of each importing it; started
             # now (the environment set), it imports torch while this process imports the launcher
             import multiprocessing
-            from multiprocessing import forkserver
+            from multiprocessing import forkserver, resource_tracker
             multiprocessing.set_forkserver_preload(list(PRELOAD))
-            # Born ignoring SIGINT (exec keeps SIG_IGN, not a mask): a Ctrl-C to the process group while the
-            # server starts Python or imports torch must not end it with a KeyboardInterrupt traceback (it
-            # needs no signal: it ends with the launcher). Meanwhile the launcher blocks SIGINT, and Linux
-            # keeps a blocked signal pending even while ignored: it reaches the deferring handler after.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            deferring = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # The server is born with SIGINT and SIGTERM blocked (a mask survives fork and exec): a Ctrl-C or
+            # SIGTERM to the process group while it starts Python or imports torch must not end it with a
+            # traceback or before the ranks can stop (it needs no signal: it ends with the launcher); once it
+            # has imported, it ignores both itself, which drops one left pending. Here they wait, pending,
+            # for the deferring handler (SIGINT) and the launcher's own (SIGTERM, nccl_bench.entry).
+            # multiprocessing's resource tracker first: starting it blocks and then unblocks SIGINT, which
+            # inside our window would leave the launcher deaf to it (with SIG_IGN there, 1 Ctrl-C in 8 at
+            # 0.1 s was lost on a loaded 2-core machine).
+            resource_tracker.ensure_running()
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
             try:
                 forkserver.ensure_running()
             finally:
-                signal.signal(signal.SIGINT, deferring)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -253,25 +263,47 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
                             for r, f in sorted(e.failures.items()))
         if EXIT_USAGE in codes:
             return EXIT_USAGE
-        stops = {-c for c in codes if c in (-signal.SIGTERM, -signal.SIGINT)}
-        if len(stops) == 1 and len(codes) == len([c for c in codes if c < 0]):
+        # a rank ended by a stop signal (-N), or by its own handler of one (128 + N, as a shell says it)
+        stops = {-c if c < 0 else c - 128 for c in codes if c in (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT)}
+        if len(stops) == 1 and all(c < 0 or c == 128 + signal.SIGINT for c in codes):
             # every rank that ended badly ended by the one stop signal (sent to a rank alone, which then
             # stopped the job after the round): the job was stopped, as by the shell's 128 + N
-            return 128 + stops.pop()
+            return stopped(stops.pop())
         return EXIT_FAILED
-    except KeyboardInterrupt:  # before the agent took the signals over: no rank has started to say it
-        print("interrupted", file=sys.stderr, flush=True)
-        return 130
+    except KeyboardInterrupt:  # before the agent took the signals over
+        return interrupted()
+    except Terminated:
+        return terminated()
     except Exception as e:  # the agent itself failed (signal, rendezvous)
         name = type(e).__name__
         if name == "SignalException":
-            return 128 + int(getattr(e, "sigval", signal.SIGTERM))
+            return stopped(int(getattr(e, "sigval", signal.SIGTERM)))
         print(f"launcher failed: {name}: {e}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if warm:
             stop_helpers()
     return 0
+
+
+def stopped(signum: int) -> int:
+    """The launcher's exit code (128 + N) for a job stopped by a signal, with the one line for it: the
+    ranks it started stay quiet (nccl_bench.interrupted), whenever the signal caught them."""
+    if signum == signal.SIGINT:
+        return interrupted()
+    if signum == signal.SIGTERM:
+        return terminated()
+    return 128 + signum
+
+
+def _say_once_marker() -> None:
+    """The run's marker for its stop line (nccl_bench.first_to_say), in a folder of its own, removed at exit."""
+    import atexit
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="nccl_bench_said_")
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ[SAID_ENV] = os.path.join(folder, "said")
 
 
 def stop_helpers() -> None:

@@ -10,6 +10,7 @@ from datetime import timedelta
 from dataclasses import dataclass
 from typing import Callable
 
+from nccl_bench import Terminated, interrupted, stopping, terminated
 from nccl_bench.core import launch
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
@@ -96,16 +97,19 @@ def guarded(fn: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         # Ending anyway: a second Ctrl-C (the launcher forwards the terminal's) must not cut this short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if os.environ.get("RANK", "0") == "0":  # said once, by rank 0 (or a process no launcher started)
-            print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
+    except Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return terminated()
     except (CommError, BarrierTimeout) as e:
-        print(f"failed: {e}", file=sys.stderr)
+        if not stopping():  # a peer that a Ctrl-C ended is not news
+            print(f"failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:
         if os.environ.get("NCCL_BENCH_DEBUG"):
             traceback.print_exc()
-        print(f"failed: {type(e).__name__}: {e}", file=sys.stderr)
+        if not stopping():
+            print(f"failed: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_FAILED
 
 
