@@ -32,6 +32,11 @@ def test_openmpi():
     assert (i.rank, i.world_size, i.local_rank, i.launcher, i.single_node) == (2, 4, 2, "mpi", True)
 
 
+def test_mpich_and_intel_mpi():
+    i = detect({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"})
+    assert (i.rank, i.world_size, i.local_rank, i.launcher, i.single_node) == (1, 2, 1, "mpi", True)
+
+
 def test_first_host():
     assert first_host("node7") == "node7"
     assert first_host("gpu[12-14]") == "gpu12"

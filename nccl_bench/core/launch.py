@@ -87,15 +87,25 @@ def detect(env=None) -> Identity | None:
             local_world_size=ntasks if nnodes == 1 else -1, master_addr=master,
             master_port=int(env.get("MASTER_PORT", 29500)), launcher="slurm", host=host,
             run_id=f"{env.get('SLURM_JOB_ID', 'slurm')}.{env['SLURM_STEP_ID']}")
-    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
-        size = _int(env, "OMPI_COMM_WORLD_SIZE")
-        local_size = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", size))
-        return Identity(
-            rank=_int(env, "OMPI_COMM_WORLD_RANK"), world_size=size,
-            local_rank=int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)), local_world_size=local_size,
-            master_addr=env.get("MASTER_ADDR", "127.0.0.1" if local_size == size else ""),
-            master_port=int(env.get("MASTER_PORT", 29500)), launcher="mpi", host=host)
+    for names in MPI_ENV:  # mpirun / mpiexec: Open MPI, then MPICH and Intel MPI (Hydra)
+        if names[0] in env and names[1] in env:
+            return _mpi(env, *names, host=host)
     return None
+
+
+# (rank, size, local rank, local size) as each MPI's launcher names them
+MPI_ENV = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+           ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"))
+
+
+def _mpi(env, rank: str, size: str, local_rank: str, local_size: str, host: str) -> Identity:
+    """An MPI launcher's ranks: the job store at MASTER_ADDR (this node when every rank is local)."""
+    n = _int(env, size)
+    local_n = int(env.get(local_size, n))
+    return Identity(
+        rank=_int(env, rank), world_size=n, local_rank=int(env.get(local_rank, 0)), local_world_size=local_n,
+        master_addr=env.get("MASTER_ADDR", "127.0.0.1" if local_n == n else ""),
+        master_port=int(env.get("MASTER_PORT", 29500)), launcher="mpi", host=host)
 
 
 def describe(env=None) -> str:

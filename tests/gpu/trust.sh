@@ -3,7 +3,8 @@
 # Every comparison alternates the tools, ours then theirs, REPS times (default 3) in one call, and the judge
 # (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions:
 #   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
-#           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours mid-sweep
+#           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, both one process per GPU under mpiexec
+#           (ours self-launched where MPI was not built), in and out of place; and ours mid-sweep
 #           (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p sweep) as the second reference
 #   p2p     every collective's busbw 64 MiB..1 GiB, in and out of place, ours (one process) / nccl-tests
 #   periter all_reduce 8 B..128 KiB with -I 1 -n 100: p50 and p99 per size, ours / nccl-tests
@@ -30,6 +31,14 @@ COLLS=${COLLS:-$ALL}
 bash tests/gpu/nccltests.sh >> $L 2>&1
 NTM=/tmp/nccltests/build_mpi; NT=/tmp/nccltests/build
 [ -f /tmp/nccltests/env ] && source /tmp/nccltests/env
+ours_alone() {  # ARGS...: a fresh bench, launched as nccl-tests is (one process per GPU under mpiexec) when MPI
+  # was built, so that both tools' fresh processes start the same way (the self-launch's elastic agent costs
+  # several seconds a run); else self-launched
+  if [ "$NG" -gt 1 ] && command -v mpiexec > /dev/null; then
+    MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 240 mpiexec -n $NG python3 -m nccl_bench bench --backend nccl \
+      -n 20 -w 5 -c 1 --no-algo-confirm "$@"
+  else $B "$@"; fi
+}
 theirs() {  # BINARY OUT ARGS...: one process per GPU
   local bin=$1 out=$2; shift 2
   if [ "$NG" -gt 1 ] && [ -x $NTM/$bin ]; then timeout 120 mpiexec -n $NG $NTM/$bin -g 1 -J $out "$@"
@@ -42,7 +51,7 @@ for rep in $(seq $REPS); do
   if has alone; then echo "== rep $rep: alone"
   $B --collective $COLLS -b 2 -e 32M -f 2 -J $OUT/alone_mid_$rep.json
   for s in $ALONE_SIZES; do for c in ${COLLS//,/ }; do
-    a=$EPOCHREALTIME; $B --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$rep.json
+    a=$EPOCHREALTIME; ours_alone --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$rep.json
     b=$EPOCHREALTIME; theirs ${c}_perf $OUT/alone_theirs_${c}_${s}_$rep.json -b $s -e $s -n 20 -w 5 -c 1
     echo "== alone $c $s: ours $(awk "BEGIN{print $b - $a}") s, theirs $(awk "BEGIN{print $EPOCHREALTIME - $b}") s (whole commands)"
   done; done; fi
