@@ -150,6 +150,8 @@ def test_init_medians_tolerate_stock_failures_only():
     assert med["stock"]["init"] == pytest.approx(0.04)
     assert "1 of 2 inits failed" in med["scoped"]["error"]
     assert med["regular"]["init"] == 0.04  # warm-up rounds are not measured
+    none = asvsuite._init_medians({"rows": [row("stock", "hang", 3.0), row("stock", "hang", 3.0)]})
+    assert "none of 2 inits worked" in none["stock"]["skipped"]  # no number this run, not a failure
 
 
 def test_run_json_reaps_a_job_that_outlives_its_timeout():
