@@ -38,20 +38,21 @@ def stopping() -> bool:
     return bool(path) and os.path.exists(path)
 
 
-def interrupted() -> int:
-    """A Ctrl-C: its one line (nccl_bench.first_to_say) and the exit code."""
+def _stop_line(word: str, code: int) -> int:
     import sys
     if first_to_say():
-        print("interrupted", file=sys.stderr, flush=True)
-    return EXIT_INTERRUPTED
+        print(word, file=sys.stderr, flush=True)
+    return code
+
+
+def interrupted() -> int:
+    """A Ctrl-C: its one line (nccl_bench.first_to_say) and the exit code."""
+    return _stop_line("interrupted", EXIT_INTERRUPTED)
 
 
 def terminated() -> int:
-    """A SIGTERM: its one line (nccl_bench.first_to_say) and the exit code."""
-    import sys
-    if first_to_say():
-        print("terminated", file=sys.stderr, flush=True)
-    return EXIT_TERMINATED
+    """A SIGTERM: its one line and the exit code."""
+    return _stop_line("terminated", EXIT_TERMINATED)
 
 
 def entry(module: str, name: str) -> int:
