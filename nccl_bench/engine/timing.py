@@ -8,8 +8,8 @@ the time includes the host's launch cost as nccl-tests' does, and the ranks star
 together. The sync launch alone does not line them up: where a rank only sends (a root's peers in
 gather or reduce), NCCL's buffers can take its whole message and its launch ends before the root has
 made its own; that rank then timed the root's lateness (its data check) in its loop (gather 16 MiB
-in place: one iteration of 30-50 ms on the peer, 1.1 ms a row, on 2 x H200). The warm-up proper (-w launches at the largest and the smallest
-size) is the sweep's, once at its start, as nccl-tests' TimeTest does.
+in place: one iteration of 30-50 ms on the peer, 1.1 ms a row, on 2 x H200). The warm-up proper
+(-w launches at every size, doubling) is the sweep's, once at its start, as nccl-tests' TimeTest does.
 `-z` synchronizes after each launch.
 With graph replays, the `iters` launches are captured into one CUDA graph (on the same
 stream) and the graph is replayed; time per operation = elapsed / (iters * replays).
