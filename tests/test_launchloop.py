@@ -71,6 +71,26 @@ def test_a_failing_hook_is_a_loop_error_before_any_launch():
     assert (e.value.code, e.value.iteration, len(seen)) == (5, -1, 1)
 
 
+@needs_compiled
+def test_a_gate_spins_until_open_then_the_loop_launches_and_a_closed_one_is_late():
+    # timing's gated hook: spin on the line-up's event (here a query that says "not ready", 600, three
+    # times), then the start event's record, then the launches; a gate that never opens is Late,
+    # within its limit, before anything is launched
+    seen, polls = [], []
+    cb, ptr = recorder(seen)
+    query = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64)(
+        lambda ev: polls.append(ev) or (600 if len(polls) <= 3 or ev == 9 else 0))
+    qptr = ctypes.cast(query, ctypes.c_void_p).value
+    spin = lambda ev, limit_s: (launchloop._symbol("nb_spin"), (qptr, ev, int(limit_s * 1e9)))  # noqa: E731
+    loop = CompiledLoop([[(ptr, (0,))]])
+    loop.run(0, 2, before=loop.hook([spin(7, 5), (ptr, (10,))]))
+    assert (polls, [a[0] for a in seen]) == ([7] * 4, [10, 0, 0])
+    seen.clear()
+    with pytest.raises(launchloop.Late):
+        loop.run(0, 2, before=loop.hook([spin(9, 0.05), (ptr, (10,))]))
+    assert seen == []
+
+
 def test_python_loop_makes_the_same_iterations():
     seen = []
     loop = PythonLoop([lambda k=k: seen.append(k) for k in range(3)])

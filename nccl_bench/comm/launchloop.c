@@ -38,6 +38,36 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* A line-up's exit, made from C as the loop's `before`: spins on a CUDA event (`query` is the driver's
+ * cuEventQuery) recorded after the line-up's one-element all_reduce, so that every rank's first launch
+ * follows its exit within a microsecond, as nccl-tests' loop follows its Barrier (leaving through the
+ * interpreter instead put tens of microseconds, different on each rank, between the exit and the first
+ * launch: the first -I iteration ran 35-65 us against a p50 of 11 on 2 x H200). Returns the query's
+ * error, or NB_LATE after limit_ns: a peer that late is the caller's to wait for, with its deadline. */
+#define CU_NOT_READY 600
+#define NB_LATE (-1)
+
+int nb_spin(uintptr_t query, uintptr_t event, uintptr_t limit_ns, uintptr_t u3, uintptr_t u4, uintptr_t u5,
+            uintptr_t u6, uintptr_t u7) {
+  typedef int (*query_t)(uintptr_t);
+  int64_t end = now_ns() + (int64_t)limit_ns;
+  int rc;
+  (void)u3; (void)u4; (void)u5; (void)u6; (void)u7;
+  while ((rc = ((query_t)query)(event)) == CU_NOT_READY)
+    if (now_ns() > end) return NB_LATE;
+  return rc;
+}
+
+/* n calls in order, as one call (a hook that makes several); stops at the first nonzero. */
+int nb_seq(uintptr_t calls, uintptr_t n, uintptr_t u2, uintptr_t u3, uintptr_t u4, uintptr_t u5, uintptr_t u6,
+           uintptr_t u7) {
+  const struct nb_call *c = (const struct nb_call *)calls;
+  int rc = 0;
+  (void)u2; (void)u3; (void)u4; (void)u5; (void)u6; (void)u7;
+  for (uintptr_t k = 0; k < n && rc == 0; k++) rc = call(c + k);
+  return rc;
+}
+
 int nb_run(const struct nb_call *calls, int per_iter, long steps, long first, long n,
            const struct nb_call *before, const struct nb_call *after, const struct nb_call *marks,
            long mark_every, long *failed_iter, int64_t *host_ns, int64_t *stamps) {

@@ -46,6 +46,17 @@ class LoopError(Exception):
         self.code, self.iteration = code, iteration
 
 
+class Late(Exception):
+    """A gate (a line-up's exit) was not open within GATE_LIMIT_S: nothing was launched; the caller
+    waits for the line-up its own way (deadline, the library's errors) and runs the loop again."""
+
+
+LATE = -1  # launchloop.c's NB_LATE
+# How long a gate spins before the loop gives the wait back to the caller: long enough for any rank
+# of a healthy job to arrive, short enough that Ctrl-C (seen only between C calls) stays prompt
+GATE_LIMIT_S = 1.0
+
+
 class _Call(ctypes.Structure):
     _fields_ = [("fn", ctypes.c_void_p), ("arg", ctypes.c_uint64 * MAX_ARGS)]
 
@@ -92,6 +103,7 @@ def build() -> Path:
 
 
 _LIB: list = []  # [(ctypes function or None, why not)] once loaded
+_HANDLE: list = []  # [the loaded library] once loaded
 
 
 def compiled():
@@ -107,6 +119,7 @@ def compiled():
                            ctypes.c_long, ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_int64),
                            ctypes.POINTER(ctypes.c_int64)]
             fn.restype = ctypes.c_int
+            _HANDLE.append(lib)
             _LIB.append((fn, None))
         except OSError as e:
             _LIB.append((None, str(e)))
@@ -148,6 +161,21 @@ def _event_record() -> int:
     if not _EVENT_RECORD:
         _EVENT_RECORD.append(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuEventRecord, ctypes.c_void_p).value)
     return _EVENT_RECORD[0]
+
+
+_EVENT_QUERY: list[int] = []
+
+
+def _event_query() -> int:
+    """cuEventQuery's address in the CUDA driver (0: done, 600: not yet)."""
+    if not _EVENT_QUERY:
+        _EVENT_QUERY.append(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuEventQuery, ctypes.c_void_p).value)
+    return _EVENT_QUERY[0]
+
+
+def _symbol(name: str) -> int:
+    """The address of one of launchloop.c's own functions (the library is loaded: compiled() ran)."""
+    return ctypes.cast(getattr(_HANDLE[0], name), ctypes.c_void_p).value
 
 
 _MEMCPY: list = []
@@ -200,9 +228,22 @@ class CompiledLoop:
         return _event_record(), (event.cuda_event, stream.cuda_stream)
 
     @staticmethod
-    def hook(call: Call):
+    def gate(event) -> Call:
+        """A hook that spins until torch.cuda.Event `event` (made: recorded once) is done, from C: a
+        line-up's exit right before the first launch. A gate not open within GATE_LIMIT_S makes run()
+        raise Late before anything is launched."""
+        return _symbol("nb_spin"), (_event_query(), event.cuda_event, int(GATE_LIMIT_S * 1e9))
+
+    @staticmethod
+    def hook(call: Call | Sequence[Call]):
         """A hook made ready for run() ahead of time (a C array), so nothing is converted between a
-        timed loop's sync launch and its first launch; hooks() does the same for a list of marks."""
+        timed loop's sync launch and its first launch; a list of calls makes one hook that makes them
+        in order. hooks() does the same for a list of marks (one call each)."""
+        if isinstance(call, list):
+            inner = _calls(call)
+            head = _calls([(_symbol("nb_seq"), (ctypes.addressof(inner), len(call)))])
+            head.keep = inner  # the calls live as long as the hook
+            return head
         return _calls([call])
 
     @staticmethod
@@ -215,6 +256,8 @@ class CompiledLoop:
         marks = marks if marks is None or isinstance(marks, ctypes.Array) else self.hooks(marks)
         rc = self._run(self._calls, self._per_iter, self._steps, first, n, ready(before), ready(after),
                        marks, mark_every, ctypes.byref(self._failed), ctypes.byref(self._ns), stamps)
+        if rc == LATE and self._failed.value == -1:
+            raise Late()
         if rc != 0:
             raise LoopError(rc, self._failed.value)
         return self._ns.value / 1e9
@@ -233,8 +276,24 @@ class PythonLoop:
         return lambda: event.record(stream)
 
     @staticmethod
-    def hook(call: Callable[[], None]) -> Callable[[], None]:
-        return call
+    def gate(event) -> Callable[[], None]:
+        def spin():
+            end = time.perf_counter() + GATE_LIMIT_S
+            while not event.query():
+                if time.perf_counter() > end:
+                    raise Late()
+        return spin
+
+    @staticmethod
+    def hook(call: Callable[[], None] | Sequence[Callable[[], None]]) -> Callable[[], None]:
+        if not isinstance(call, list):
+            return call
+        calls = list(call)
+
+        def in_order():
+            for c in calls:
+                c()
+        return in_order
 
     @staticmethod
     def hooks(calls: Sequence[Callable[[], None]]):

@@ -33,7 +33,7 @@ class _CheckedLoop:
 
     def __init__(self, loop, comm: "NcclCommunicator", collective: str):
         self.loop, self.comm, self.collective, self.kind = loop, comm, collective, loop.kind
-        self.record, self.hook, self.hooks = loop.record, loop.hook, loop.hooks
+        self.record, self.gate, self.hook, self.hooks = loop.record, loop.gate, loop.hook, loop.hooks
 
     def run(self, first: int, n: int, **hooks) -> float:
         try:

@@ -126,10 +126,17 @@ class Sweep:
     def _line_up(self):
         """nccl-tests' Barrier before a timed loop: a one-element all_reduce, which no rank leaves
         before every rank has made it, then the wait, whose spin lets the ranks out within microseconds."""
+        self._arrive()
+        self._wait()
+
+    def _arrive(self, gate=None):
+        """The line-up's first half: its all_reduce launched and, on GPU, `gate` (a CUDA event) recorded
+        after it, for the timed loop to leave on from its own first call (timing.seconds_per_op)."""
         if self.token is None:
             self.token = torch.zeros(1, dtype=torch.float32, device=self.comm.device)
         self.comm.all_reduce(self.token, self.token, "sum")
-        self._wait()
+        if gate is not None:
+            gate.record(self.stream)
 
     def _launcher(self, send_buf, recv_buf, lay: Layout, in_place: bool):
         """make_loop(stream) for the timing loop. Iteration i runs on buffers moved by
@@ -182,7 +189,7 @@ class Sweep:
             send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
             with self.census.span() if self.census is not None else contextlib.nullcontext():
                 t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream,
-                                   self._line_up)
+                                   self._line_up, self._arrive)
             mine["time"].append(t.seconds)
             mine["host"].append(t.host_seconds)
             mine["per_iter"].append(t.per_iter)

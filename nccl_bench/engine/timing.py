@@ -5,7 +5,9 @@ its loop, not each call), recorded by the loop itself right before its first and
 launch (nccl_bench.comm.launchloop: from C in the compiled loop). Before it, as nccl-tests' BenchTime does, one untimed "sync"
 launch (iteration 0), a wait and, as its Barrier, `line_up()`: the GPU starts the loop idle, so
 the time includes the host's launch cost as nccl-tests' does, and the ranks start the loop
-together. The sync launch alone does not line them up: where a rank only sends (a root's peers in
+together. In the eager loop a rank leaves the barrier from the loop's first call (a gate: the
+compiled loop spins on the barrier's CUDA event in C), so its first launch follows within a
+microsecond, as nccl-tests' follows its Barrier. The sync launch alone does not line them up: where a rank only sends (a root's peers in
 gather or reduce), NCCL's buffers can take its whole message and its launch ends before the root has
 made its own; that rank then timed the root's lateness (its data check) in its loop (gather 16 MiB
 in place: one iteration of 30-50 ms on the peer, 1.1 ms a row, on 2 x H200). The warm-up proper
@@ -34,6 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
+from nccl_bench.comm.launchloop import Late
 from nccl_bench.core.errors import UsageError
 
 
@@ -73,21 +76,30 @@ class Timing(NamedTuple):
 
 
 def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
-                   stream=None, line_up: Callable[[], None] = lambda: None) -> Timing:
+                   stream=None, line_up: Callable[[], None] = lambda: None,
+                   arrive: Callable[[object], None] | None = None) -> Timing:
     """Time one collective. `make_loop(stream)` returns its launch loop (run(first, n) -> host
     seconds, one operation per step); `wait()` blocks until done; `line_up()` returns on every rank
-    at once (a barrier).
+    at once (a barrier). `arrive(event)`, where given, is the barrier's first half on GPU: it launches
+    the barrier and records `event` after it; the eager loop then leaves the barrier itself, from its
+    first call (a gate on `event`), so that nothing of the interpreter's lies between a rank's exit
+    and its first launch.
 
     `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
     """
     loop = make_loop(stream)
+    eager = stream is not None and not plan.graph_replays
+    gated = eager and arrive is not None and not plan.blocking
     # The events (and their hooks) are made before the sync launch: the GPU and the host come out of the
     # wait straight into the loop, as nccl-tests' do (made after it, -I's first iteration ran 1.5-2 x
     # theirs on one H200 and set p99).
-    events = _Events(loop, plan, stream) if stream is not None and not plan.graph_replays else None
+    events = _Events(loop, plan, stream, gated) if eager else None
     loop.run(0, 1)  # nccl-tests' sync launch
     wait()
-    line_up()
+    if gated:
+        arrive(events.gate)
+    else:
+        line_up()
     collecting = gc.isenabled()
     gc.disable()  # no collection pause lands inside a timed loop (pyperf does the same)
     try:
@@ -138,16 +150,19 @@ class _Events:
     """CUDA events around the loop (and after each iteration with -I), each made by a first record
     (torch makes the CUDA event then), with the loop's hooks that record them again from C."""
 
-    def __init__(self, loop, plan: TimingPlan, stream):
+    def __init__(self, loop, plan: TimingPlan, stream, gated: bool = False):
         import torch
         self.start, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         self.marks = [self.start] + ([torch.cuda.Event(enable_timing=True) for _ in range(plan.iters)]
                                      if plan.per_iter else [])
-        for e in (*self.marks, self.end):  # made now, whatever loop records them later
+        self.gate = torch.cuda.Event() if gated else None  # the line-up's end: the loop leaves on it
+        for e in (*self.marks, self.end, *([self.gate] if gated else [])):  # made now, whatever records them later
             e.record(stream)
         if not plan.blocking:
             from nccl_bench.comm.launchloop import stamps
             self.before, self.after = (loop.hook(loop.record(e, stream)) for e in (self.start, self.end))
+            # gated: spin on the gate, then the start event, as one hook
+            self.gated = loop.hook([loop.gate(self.gate), loop.record(self.start, stream)]) if gated else None
             self.hooks = loop.hooks([loop.record(m, stream) for m in self.marks[1:]])
             self.stamps = stamps(plan.iters) if plan.per_iter else None
 
@@ -161,8 +176,13 @@ def _eager(loop, plan: TimingPlan, wait, stream, ev: _Events) -> Timing:
                            (lambda: next(recorded).record(stream)) if plan.per_iter else None)
         end.record(stream)
     else:  # the loop records the events itself, right around its launches
-        host = loop.run(0, plan.ops, before=ev.before, after=ev.after, marks=ev.hooks, mark_every=plan.agg,
-                        stamps=ev.stamps)
+        run = lambda before: loop.run(0, plan.ops, before=before, after=ev.after,  # noqa: E731
+                                      marks=ev.hooks, mark_every=plan.agg, stamps=ev.stamps)
+        try:
+            host = run(ev.gated or ev.before)
+        except Late:  # a rank more than a second late to the line-up: waited for here, deadline and all
+            wait()
+            host = run(ev.before)
     wait()
     end.synchronize()
     per_iter = [a.elapsed_time(b) / 1e3 / plan.agg for a, b in zip(marks, marks[1:])] if plan.per_iter else None
