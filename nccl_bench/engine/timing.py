@@ -1,16 +1,16 @@
 """The only place that times: seconds per operation of a launch loop, and its host cost.
 
-GPU: CUDA events around the whole loop of `iters` launches on one stream (as nccl-tests times
-its loop, not each call), recorded by the loop itself right before its first and after its last
-launch (nccl_bench.comm.launchloop: from C in the compiled loop). Before it, as nccl-tests' BenchTime does, one untimed "sync"
-launch (iteration 0), a wait and, as its Barrier, `line_up()`: the GPU starts the loop idle, so
-the time includes the host's launch cost as nccl-tests' does, and the ranks start the loop
-together. In the eager loop a rank leaves the barrier from the loop's first call (a gate: the
-compiled loop spins on the barrier's CUDA event in C), so its first launch follows within a
-microsecond, as nccl-tests' follows its Barrier. The sync launch alone does not line them up: where a rank only sends (a root's peers in
-gather or reduce), NCCL's buffers can take its whole message and its launch ends before the root has
-made its own; that rank then timed the root's lateness (its data check) in its loop (gather 16 MiB
-in place: one iteration of 30-50 ms on the peer, 1.1 ms a row, on 2 x H200). The warm-up proper
+GPU: CUDA events around the whole loop of `iters` launches on one stream (as nccl-tests times its loop,
+not each call), recorded by the loop itself right before its first and after its last launch
+(nccl_bench.comm.launchloop: from C in the compiled loop). Before it, as nccl-tests' BenchTime does, one
+untimed "sync" launch (iteration 0), a wait and, as its Barrier, `line_up()`: the GPU starts the loop
+idle, so the time includes the host's launch cost as nccl-tests' does, and the ranks start the loop
+together. In the eager loop a rank leaves the barrier from the loop's first call (a gate: the compiled
+loop spins on the barrier's CUDA event in C), so its first launch follows within a microsecond, as
+nccl-tests' follows its Barrier. The sync launch alone does not line them up: where a rank only sends (a
+root's peers in gather or reduce), NCCL's buffers can take its whole message and its launch ends before
+the root has made its own; that rank then timed the root's lateness (its data check) in its loop (gather
+16 MiB in place: one iteration of 30-50 ms on the peer, 1.1 ms a row, on 2 x H200). The warm-up proper
 (-w launches at every size, doubling) is the sweep's, once at its start, as nccl-tests' TimeTest does.
 `-z` synchronizes after each launch.
 With graph replays, the `iters` launches are captured into one CUDA graph (on the same
