@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Issues 26 and 38: numbers that do not depend on order, position, a fresh process or backend, beside nccl-tests.
 # Every comparison alternates the tools, ours then theirs, REPS times (default 3) in one call, and the judge
-# (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions:
+# (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions. Where MPI was built, both tools
+# run one process per GPU under mpiexec, each rank bound to its own physical cores by tests/gpu/pin.sh, the same
+# way for both: unbound, a launch-bound row moves with the cores the scheduler picks (our launch cost per op
+# 5.9-7.6 us unbound, 6.5-7.0 bound; 2 x H200, 2026-11-26), and three repetitions do not average that out.
 #   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
-#           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, both one process per GPU under mpiexec
-#           (ours self-launched where MPI was not built), in and out of place; and ours mid-sweep
-#           (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p sweep) as the second reference
-#   p2p     every collective's busbw 64 MiB..1 GiB, in and out of place, ours (one process) / nccl-tests
-#   periter all_reduce 8 B..128 KiB with -I 1 -n 100: p50 and p99 per size, ours / nccl-tests
+#           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours
+#           mid-sweep (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p part's) as the second reference
+#   p2p     every collective's busbw 64 MiB..1 GiB (-n 50), in and out of place, ours / nccl-tests, alternated per
+#           collective (a block of ours then a block of theirs set one tool's collective at a different
+#           moment of the machine's drift than the other's)
+#   periter all_reduce 8 B..128 KiB with -I 1 -n 1000: p50 and p99 per size, ours / nccl-tests (of 100
+#           iterations p99 is the second slowest, one stray iteration: 0.5-1.9 x between two runs of one tool)
 #   torch   --backend torch all_reduce 8 B..32 KiB per op against a plain dist.all_reduce loop, in place and out
 #           of place: in one process, alternated per size (torchcost.py: what is judged; a VM's per-process
 #           drift, up to 2 x, cancels there), and in separate processes (plain_allreduce.py: information)
 #   checks  (not timed, once) the torch backend: every collective with its values checked, and a short stress;
 #           gather and scatter on the nccl backend, values checked
 # A subset: PARTS="alone p2p"; ALONE_SIZES and COLLS narrow the alone and p2p parts. DEADLINE=S (seconds): no
-# new repetition or alone pair starts after it, so the table and the archive still come back within a device
+# new repetition or pair starts after it, so the table and the archive still come back within a device
 # call's limit; the judge takes medians over what ran, and the log says where it stopped. nccl-tests 2.19.6 is built
 # here from the carried source (.nccltests, tests/gpu/nccltests.sh). Everything comes back in one archive
 # beside the judge's table.
@@ -36,17 +41,19 @@ COLLS=${COLLS:-$ALL}
 bash tests/gpu/nccltests.sh >> $L 2>&1
 NTM=/tmp/nccltests/build_mpi; NT=/tmp/nccltests/build
 [ -f /tmp/nccltests/env ] && source /tmp/nccltests/env
-ours_alone() {  # ARGS...: a fresh bench, launched as nccl-tests is (one process per GPU under mpiexec) when MPI
-  # was built, so that both tools' fresh processes start the same way (the self-launch's elastic agent costs
-  # several seconds a run); else self-launched
-  if [ "$NG" -gt 1 ] && command -v mpiexec > /dev/null; then
-    MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 240 mpiexec -n $NG python3 -m nccl_bench bench --backend nccl \
-      -n 20 -w 5 -c 1 --no-algo-confirm "$@"
+MPI=0; [ "$NG" -gt 1 ] && [ -x $NTM/all_reduce_perf ] && command -v mpiexec > /dev/null && MPI=1
+PIN=tests/gpu/pin.sh
+ours() {  # ARGS...: a fresh bench, launched as nccl-tests is (one process per GPU under mpiexec, bound) when
+  # MPI was built, so that both tools' processes start and sit the same way (the self-launch's elastic agent
+  # costs several seconds a run); else self-launched
+  if [ $MPI = 1 ]; then
+    MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 240 mpiexec -n $NG $PIN python3 -m nccl_bench bench \
+      --backend nccl -n 20 -w 5 -c 1 --no-algo-confirm "$@"
   else $B "$@"; fi
 }
 theirs() {  # BINARY OUT ARGS...: one process per GPU
   local bin=$1 out=$2; shift 2
-  if [ "$NG" -gt 1 ] && [ -x $NTM/$bin ]; then timeout 120 mpiexec -n $NG $NTM/$bin -g 1 -J $out "$@"
+  if [ $MPI = 1 ]; then timeout 120 mpiexec -n $NG $PIN $NTM/$bin -g 1 -J $out "$@"
   elif [ -x $NT/$bin ]; then timeout 120 $NT/$bin -g $NG -J $out "$@"; else echo "no $bin built"; fi
 }
 echo "trust.sh: $NG GPU(s), REPS=$REPS, PARTS=$PARTS, collectives $COLLS" | tee -a $L
@@ -55,19 +62,22 @@ for rep in $(seq $REPS); do
   late "rep $rep" && break
   {
   if has alone; then echo "== rep $rep: alone"
-  $B --collective $COLLS -b 2 -e 32M -f 2 -J $OUT/alone_mid_$rep.json
+  ours --collective $COLLS -b 2 -e 32M -f 2 -J $OUT/alone_mid_$rep.json
   for s in $ALONE_SIZES; do for c in ${COLLS//,/ }; do
     late "alone $c $s (rep $rep)" > /dev/null && break 2
-    a=$EPOCHREALTIME; ours_alone --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$rep.json
+    a=$EPOCHREALTIME; ours --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$rep.json
     b=$EPOCHREALTIME; theirs ${c}_perf $OUT/alone_theirs_${c}_${s}_$rep.json -b $s -e $s -n 20 -w 5 -c 1
     echo "== alone $c $s: ours $(awk "BEGIN{print $b - $a}") s, theirs $(awk "BEGIN{print $EPOCHREALTIME - $b}") s (whole commands)"
   done; done; fi
   if has p2p; then echo "== rep $rep: p2p"
-  $B --collective $COLLS -b 64M -e 1G -f 2 -J $OUT/p2p_ours_$rep.json
-  for c in ${COLLS//,/ }; do theirs ${c}_perf $OUT/p2p_theirs_${c}_$rep.json -b 64M -e 1G -f 2 -n 20 -w 5 -c 1; done; fi
+  for c in ${COLLS//,/ }; do
+    late "p2p $c (rep $rep)" > /dev/null && break
+    ours --collective $c -b 64M -e 1G -f 2 -n 50 -J $OUT/p2p_ours_${c}_$rep.json
+    theirs ${c}_perf $OUT/p2p_theirs_${c}_$rep.json -b 64M -e 1G -f 2 -n 50 -w 5 -c 1
+  done; fi
   if has periter; then echo "== rep $rep: periter"
-  $B --collective all_reduce -b 8 -e 128K -f 4 -n 100 -I 1 -J $OUT/periter_ours_$rep.json
-  theirs all_reduce_perf $OUT/periter_theirs_$rep.json -b 8 -e 128K -f 4 -n 100 -w 5 -c 1 -I 1; fi
+  ours --collective all_reduce -b 8 -e 128K -f 4 -n 1000 -I 1 -J $OUT/periter_ours_$rep.json
+  theirs all_reduce_perf $OUT/periter_theirs_$rep.json -b 8 -e 128K -f 4 -n 1000 -w 5 -c 1 -I 1; fi
   if has torch; then echo "== rep $rep: torch"
   timeout 120 torchrun --standalone --nproc-per-node $NG tests/gpu/torchcost.py $OUT/torch_inproc_$rep.json 5
   timeout 240 python3 -m nccl_bench bench --backend torch --collective all_reduce -b 8 -e 32K -f 4 -n 20 -w 5 -c 1 \

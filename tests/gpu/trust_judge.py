@@ -76,14 +76,14 @@ for c, s in alone:
         size = next((r["size"] for r in mine if r), None)
         o = med(at(r, place) for r in mine)
         t = med(at(first(f"alone_theirs_{c}_{s}_{i}.json"), place) for i in reps_)
-        where = "alone_mid" if size is not None and size < 64 << 20 else "p2p_ours"
+        where = "alone_mid" if size is not None and size < 64 << 20 else f"p2p_ours_{c}"
         m = med(point(rows(f"{where}_{i}.json"), c, size, place) for i in reps_) if size is not None else None
         what = f"{c} -b {s} {place.replace('_', '-')}"
         add("alone: first row (us)", f"{what} / nccl-tests' first row", o, t, "<= 1.10", lambda x: x <= 1.10)
         add("alone: first row (us)", f"{what} / ours mid-sweep", o, m, "<= 1.10", lambda x: x <= 1.10)
 p2p = sorted({f.name[len("p2p_theirs_"):].rsplit("_", 1)[0] for f in out.glob("p2p_theirs_*_1.json")})
 for c in p2p:
-    ours = [rows(f"p2p_ours_{i}.json") for i in reps_]
+    ours = [rows(f"p2p_ours_{c}_{i}.json") for i in reps_]  # one process per collective, alternated
     theirs = [rows(f"p2p_theirs_{c}_{i}.json") for i in reps_]
     sizes = sorted({r["size"] for rs in ours for r in rs if r["collective"] == c})
     for place in ("out_of_place", "in_place"):

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 38's open causes, in one device call (one process per GPU under mpiexec for both tools, alternated):
+#   place    the CPUs each rank's threads run on: unbound, and bound with tests/gpu/pin.sh (own physical cores)
+#   first    all_reduce alone in a fresh process, -b 8 -e 8: first row and our host launch cost, both placements
+#   tail     -I 1 -n 1000 all_reduce 8 B..128 KiB: p50/p99 of 1000 iterations, both placements
+#   big      alltoall 128 MiB and reduce_scatter 1 GiB: alone (-b S -e S) and in the p2p sweep (-b 64M -e 1G)
+#   startup  where our 5-6 s of start-up go (cProfile of rank 0, cumulative)
+# REPS (default 3). A short table last; every file in one archive.
+set -u
+source tests/gpu/env.sh
+REPS=${REPS:-3}
+L=$OUT/probe.log
+NG=$(nvidia-smi -L | wc -l)
+bash tests/gpu/nccltests.sh >> $L 2>&1
+source /tmp/nccltests/env
+NTM=/tmp/nccltests/build_mpi
+OURS="python3 -m nccl_bench bench --backend nccl -w 5 -c 1 --no-algo-confirm"
+ours() {  # PIN OUT ARGS...
+  local pin=$1 out=$2; shift 2
+  MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 120 mpiexec -n $NG $pin $OURS -J $out "$@" >> $L 2>&1
+}
+theirs() {  # PIN BIN OUT ARGS...
+  local pin=$1 bin=$2 out=$3; shift 3
+  timeout 120 mpiexec -n $NG $pin $NTM/$bin -g 1 -w 5 -c 1 -J $out "$@" >> $L 2>&1
+}
+{ lscpu; nvidia-smi topo -m; } > $OUT/machine.txt 2>&1
+t0=$SECONDS
+echo "== startup" >> $L
+MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 120 mpiexec -n $NG bash -c \
+  'exec python3 -m cProfile -o '$OUT'/startup.$PMI_RANK.prof -m nccl_bench bench --backend nccl -w 5 -c 1 \
+   --no-algo-confirm -b 8 -e 8 -n 20 -J '$OUT'/startup.json' >> $L 2>&1
+s_startup=$((SECONDS - t0))
+for rep in $(seq $REPS); do
+  for mode in free pin; do
+    p=""; [ $mode = pin ] && p=tests/gpu/pin.sh
+    ours "$p" $OUT/first_ours_${mode}_$rep.json --collective all_reduce -b 8 -e 8 -n 20
+    theirs "$p" all_reduce_perf $OUT/first_theirs_${mode}_$rep.json -b 8 -e 8 -n 20
+    ours "$p" $OUT/tail_ours_${mode}_$rep.json --collective all_reduce -b 8 -e 128K -f 4 -n 1000 -I 1
+    theirs "$p" all_reduce_perf $OUT/tail_theirs_${mode}_$rep.json -b 8 -e 128K -f 4 -n 1000 -I 1
+  done
+  echo "== rep $rep first/tail done at $((SECONDS - t0)) s" >> $L
+done
+for rep in $(seq $REPS); do
+  ours "" $OUT/big_ours_a2a_$rep.json --collective alltoall -b 128M -e 128M -n 20
+  theirs "" alltoall_perf $OUT/big_theirs_a2a_$rep.json -b 128M -e 128M -n 20
+  ours "" $OUT/big_ours_a2asweep_$rep.json --collective alltoall -b 64M -e 1G -f 2 -n 20
+  theirs "" alltoall_perf $OUT/big_theirs_a2asweep_$rep.json -b 64M -e 1G -f 2 -n 20
+  ours "" $OUT/big_ours_rs_$rep.json --collective reduce_scatter -b 1G -e 1G -n 20
+  theirs "" reduce_scatter_perf $OUT/big_theirs_rs_$rep.json -b 1G -e 1G -n 20
+  echo "== rep $rep big done at $((SECONDS - t0)) s" >> $L
+done
+echo "GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
+grep -E "Thread|Core|Socket|NUMA|Model name|Hypervisor" $OUT/machine.txt
+python3 tests/gpu/probe38_judge.py $OUT $REPS $s_startup | tee $OUT/probe_table.txt
+tar czf /tmp/probe_results.tgz -C $OUT . && find $OUT -mindepth 1 ! -name probe_table.txt -delete \
+  && mv /tmp/probe_results.tgz $OUT/
