@@ -5,10 +5,14 @@
 #   tail     -I 1 -n 1000 all_reduce 8 B..128 KiB: p50/p99 of 1000 iterations, both placements
 #   big      alltoall 128 MiB and reduce_scatter 1 GiB: alone (-b S -e S) and in the p2p sweep (-b 64M -e 1G)
 #   startup  where our 5-6 s of start-up go (cProfile of rank 0, cumulative)
-# REPS (default 3). A short table last; every file in one archive.
+# REPS (default 3); PARTS (default "startup first tail big"); FIRST="C S" the collective and size of the first
+# part (default "all_reduce 8"). A short table last; every file in one archive.
 set -u
 source tests/gpu/env.sh
 REPS=${REPS:-3}
+PARTS=${PARTS:-startup first tail big}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+read -r FC FS <<< "${FIRST:-all_reduce 8}"
 L=$OUT/probe.log
 NG=$(nvidia-smi -L | wc -l)
 bash tests/gpu/nccltests.sh >> $L 2>&1
@@ -25,22 +29,27 @@ theirs() {  # PIN BIN OUT ARGS...
 }
 { lscpu; nvidia-smi topo -m; } > $OUT/machine.txt 2>&1
 t0=$SECONDS
-echo "== startup" >> $L
+if has startup; then echo "== startup" >> $L
 MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 120 mpiexec -n $NG bash -c \
   'exec python3 -m cProfile -o '$OUT'/startup.$PMI_RANK.prof -m nccl_bench bench --backend nccl -w 5 -c 1 \
    --no-algo-confirm -b 8 -e 8 -n 20 -J '$OUT'/startup.json' >> $L 2>&1
+fi
 s_startup=$((SECONDS - t0))
 for rep in $(seq $REPS); do
+  has first || has tail || break
   for mode in free pin; do
     p=""; [ $mode = pin ] && p=tests/gpu/pin.sh
-    ours "$p" $OUT/first_ours_${mode}_$rep.json --collective all_reduce -b 8 -e 8 -n 20
-    theirs "$p" all_reduce_perf $OUT/first_theirs_${mode}_$rep.json -b 8 -e 8 -n 20
+    if has first; then
+    ours "$p" $OUT/first_ours_${mode}_$rep.json --collective $FC -b $FS -e $FS -n 20
+    theirs "$p" ${FC}_perf $OUT/first_theirs_${mode}_$rep.json -b $FS -e $FS -n 20; fi
+    has tail || continue
     ours "$p" $OUT/tail_ours_${mode}_$rep.json --collective all_reduce -b 8 -e 128K -f 4 -n 1000 -I 1
     theirs "$p" all_reduce_perf $OUT/tail_theirs_${mode}_$rep.json -b 8 -e 128K -f 4 -n 1000 -I 1
   done
   echo "== rep $rep first/tail done at $((SECONDS - t0)) s" >> $L
 done
 for rep in $(seq $REPS); do
+  has big || break
   ours "" $OUT/big_ours_a2a_$rep.json --collective alltoall -b 128M -e 128M -n 20
   theirs "" alltoall_perf $OUT/big_theirs_a2a_$rep.json -b 128M -e 128M -n 20
   ours "" $OUT/big_ours_a2asweep_$rep.json --collective alltoall -b 64M -e 1G -f 2 -n 20

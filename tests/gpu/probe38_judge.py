@@ -54,11 +54,13 @@ if prof.exists():
             continue
         shown += 1
         print(f"  {ct:6.2f} s  {'/'.join(Path(file).parts[-2:])}:{lineno} {fn}")
-print("\n# first row, all_reduce -b 8 alone (us); host = our launch cost per op")
+first = next((rs[0] for i in R if (rs := rows(f"first_ours_free_{i}.json"))), None)
+fsize = first["size"] if first else 8
+print(f"\n# first row, {first['collective'] if first else '-'} -b {fsize} alone (us); host = our launch cost per op")
 for mode in ("free", "pin"):
     for place in ("out_of_place", "in_place"):
-        line(f"{mode} {place}", [get(f"first_ours_{mode}_{i}.json", 8, place) for i in R],
-             [get(f"first_theirs_{mode}_{i}.json", 8, place) for i in R])
+        line(f"{mode} {place}", [get(f"first_ours_{mode}_{i}.json", fsize, place) for i in R],
+             [get(f"first_theirs_{mode}_{i}.json", fsize, place) for i in R])
     hosts = [(r.get("host_us") or {}).get("out_of_place") for i in R for r in rows(f"first_ours_{mode}_{i}.json")]
     print(f"  {mode} host_us out of place per rep: {' '.join(f(h) for h in hosts)}")
 print("\n# -I 1 -n 1000 all_reduce out of place: p50 / p99 (us)")
