@@ -2,9 +2,10 @@
 # Issues 26 and 38: numbers that do not depend on order, position, a fresh process or backend, beside nccl-tests.
 # Every comparison alternates the tools, ours then theirs, REPS times (default 3) in one call, and the judge
 # (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions. Where MPI was built, both tools
-# run one process per GPU under mpiexec, each rank bound to its own physical cores by tests/gpu/pin.sh, the same
-# way for both: unbound, a launch-bound row moves with the cores the scheduler picks (our launch cost per op
-# 5.9-7.6 us unbound, 6.5-7.0 bound; 2 x H200, 2026-11-26), and three repetitions do not average that out.
+# run one process per GPU under mpiexec, each rank bound to its own physical cores by tests/gpu/pin.sh, the
+# same way for both (PIN_RANKS=0: unbound). Bound, nccl-tests' launch-bound first rows hold still (reduce
+# 64 KiB: 7.5-8.9 us in four fresh processes, 7.3-11.2 unbound; 2 x H200, 2026-11-26); ours still move with
+# our host's launch cost per op (8.5-15.9 us): what is left to find (results/h200x2/trust-38b/README.md).
 #   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
 #           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours
 #           mid-sweep (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p part's) as the second reference
@@ -43,7 +44,7 @@ bash tests/gpu/nccltests.sh >> $L 2>&1
 NTM=/tmp/nccltests/build_mpi; NT=/tmp/nccltests/build
 [ -f /tmp/nccltests/env ] && source /tmp/nccltests/env
 MPI=0; [ "$NG" -gt 1 ] && [ -x $NTM/all_reduce_perf ] && command -v mpiexec > /dev/null && MPI=1
-PIN=tests/gpu/pin.sh
+PIN=tests/gpu/pin.sh; [ "${PIN_RANKS:-1}" = 0 ] && PIN=
 ours() {  # ARGS...: a fresh bench, launched as nccl-tests is (one process per GPU under mpiexec, bound) when
   # MPI was built, so that both tools' processes start and sit the same way (the self-launch's elastic agent
   # costs several seconds a run); else self-launched
