@@ -7,7 +7,9 @@
 #   2. bench --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -N 2: compiled loop vs NCCL_BENCH_LAUNCH=python,
 #      -C 1, -R 1, -R 2, -G 10; the bench tables and the first point of each run.
 # With more GPUs the same runs still use one; the multi-GPU comparison is bench.sh's.
-# `launchcost.sh probe`: part 1 only (about 30 s).
+# `launchcost.sh probe`: part 1 only (about 30 s). `launchcost.sh fresh N`: the compiled loop and the C program
+# in N fresh processes each, alternated (issue 38: does our host cost per launch, and the first loop's, move
+# from one process to the next more than a C program's?); about 6 s a pair.
 # Logs and JSON under $OUT; the table of part 1 and a summary of part 2 come last.
 set -u
 PART=${1:-all}
@@ -23,11 +25,19 @@ if [ -n "$NCCL_H" ] && [ -n "$NCCL_SO" ] && command -v nvcc >/dev/null; then
     -Xlinker -rpath -Xlinker "$(dirname "$NCCL_SO")" && timeout 120 /tmp/launchcost > $OUT/launchcost_c.txt
   echo "C program exit $?"; cat $OUT/launchcost_c.txt
 fi
+if [ "$PART" = fresh ]; then  # N fresh processes of each, alternated: the compiled loop's and the C program's
+  for k in $(seq "${2:-10}"); do
+    timeout 60 /tmp/launchcost 20 > $OUT/fresh_c_$k.txt
+    REPS=20 PATHS=compiled timeout 120 python3 tests/gpu/launchcost.py $OUT/fresh_c_$k.txt > $OUT/fresh_$k.txt 2>&1
+    echo "fresh $k: exit $?"
+  done
+else
 python3 -m nccl_bench.comm.launchloop
 timeout 200 python3 tests/gpu/launchcost.py $OUT/launchcost_c.txt > $OUT/launchcost_table.txt 2>&1
 echo "probe exit $?"
+fi
 B="timeout 120 python3 -m nccl_bench bench --backend nccl --nranks 1 -b 8 -e 64K -f 8 -n 20 -w 5 -c 1 -N 2 --no-algo-confirm"
-[ "$PART" = probe ] || for run in "compiled|" "python|NCCL_BENCH_LAUNCH=python" "cputime|-C 1" "register1|-R 1" "register2|-R 2" "graph|-G 10"; do
+[ "$PART" = probe ] || [ "$PART" = fresh ] || for run in "compiled|" "python|NCCL_BENCH_LAUNCH=python" "cputime|-C 1" "register1|-R 1" "register2|-R 2" "graph|-G 10"; do
   name=${run%%|*}; arg=${run#*|}
   echo "== $name: $arg"
   if [ "$name" = python ]; then env $arg $B -J $OUT/lc_$name.json; else $B $arg -J $OUT/lc_$name.json; fi
@@ -35,6 +45,23 @@ B="timeout 120 python3 -m nccl_bench bench --backend nccl --nranks 1 -b 8 -e 64K
 done
 } > $L 2>&1
 tail -n 40 $L | grep -v "^#  *[0-9]" | tail -n 25
+if [ "$PART" = fresh ]; then
+  python3 - "$OUT" <<'PY'
+import glob, os, sys
+# per fresh process: host us per launch of the compiled loop and of the C program, median of 20 loops and
+# the process's first loop
+got = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "fresh_[0-9]*.txt"))):
+    for line in open(f):
+        w = line.split()
+        if len(w) == 6 and w[0] in ("compiled", "C") and w[1].isdigit():
+            got.setdefault((w[0], int(w[1])), []).append((float(w[2]), float(w[5])))
+print(f"{'path':9} {'size':>6} {'median of each process (us/launch)':<44} {'first loop of each process'}")
+for (path, size), v in sorted(got.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    print(f"{path:9} {size:>6} {' '.join(f'{m:.1f}' for m, _ in v):<44} {' '.join(f'{x:.1f}' for _, x in v)}")
+PY
+  exit 0
+fi
 cat $OUT/launchcost_table.txt
 python3 - "$OUT" <<'PY'
 import json, glob, os, sys
