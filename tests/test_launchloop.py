@@ -169,6 +169,18 @@ def test_an_outlier_with_launches_on_time_is_the_devices():
     assert got["outliers_host"] == 1 and got["host_times_us"][2] == 55.0
 
 
+def test_per_iter_block_keeps_each_processs_host_times():
+    from nccl_bench.engine.sweep import per_iter_block
+    # two processes, seconds per iteration; the first iteration skipped: rank 1's late first launch shows as its own
+    gpu = [[1e-5, 6e-5, 1e-5, 1e-5], [1e-5, 6.5e-5, 1e-5, 1e-5]]
+    host = [[8e-6, 1e-5, 8e-6, 8e-6], [8e-6, 5.5e-5, 8e-6, 8e-6]]
+    block = per_iter_block(gpu, 1, host)
+    assert [round(t) for t in block["per_process_host_times_us"][1]] == [55, 8, 8]
+    assert block["outliers_host"] == 1
+    assert "per_process_host_times_us" not in per_iter_block(gpu[:1], 0, host[:1])  # one process: its row is the block
+    assert "per_process_host_times_us" not in per_iter_block(gpu, 0, [None, None])  # gloo: no host times
+
+
 def test_the_census_sees_a_thread_that_ran_during_a_span():
     import threading
     import time

@@ -62,16 +62,19 @@ def per_iter_block(per_process: list[list[float]], skip: int, host: list[list[fl
     """nccl-tests' -I object from every process's per-iteration seconds: statistics (µs) of the
     per-iteration max over processes, after the first `skip` iterations; the process rows with
     more than one process. With every process's host seconds per iteration (`host`), ours too:
-    the outliers classed as the host's or the device's (engine.tail)."""
+    the outliers classed as the host's or the device's (engine.tail), and each process's host times."""
     rows = [[t * 1e6 for t in times[skip:]] for times in per_process]
     times_us = [max(col) for col in zip(*rows)]
     block = {**stats.per_iter_summary(times_us), "times_us": times_us}
-    if host and all(h is not None for h in host):
+    hosts = [[t * 1e6 for t in h[skip:]] for h in host] if host and all(h is not None for h in host) else None
+    if hosts:
         p50 = sorted(times_us)[len(times_us) // 2]
         slow = [i for i, t in enumerate(times_us) if t > 2 * p50]
-        block.update(tail.classify(rows, [[t * 1e6 for t in h[skip:]] for h in host], slow))
+        block.update(tail.classify(rows, hosts, slow))
     if len(rows) > 1:
         block["per_process_max_times_us"] = rows
+        if hosts:  # which rank's launches came late, iteration by iteration
+            block["per_process_host_times_us"] = hosts
     return block
 
 
@@ -152,14 +155,18 @@ class Sweep:
         """nccl-tests' (2.19.6) warm-up: -w launches at every size from the smallest to the largest
         by factors of 2, each size waited for: every protocol and channel count the sweep will use
         has set up its connections (NCCL connects lazily) before anything is timed."""
-        # The line-up's own all_reduce first: its first call sets up NCCL's connections for it, and the loop
-        # timed right after that paid about 170 us in its first iteration (gather 16 MiB on 2 x H200).
-        self._line_up()
         if self.plan.check:  # as nccl-tests' initData before its first timed loop: the check's kernels
             # load (lazily, on first launch) before anything is timed; loaded after the first loop, they cost
             # the next loop 100-200 us in its first iterations (all_reduce 8 B in place on 2 x H200: 24 us a row)
             lay = self.layouts[0]
             self._check(*_views(send_buf, recv_buf, lay, False, self.plan.unalign), lay)
+        # Then the line-up: its all_reduce's first call sets up NCCL's connections for it (the loop timed right
+        # after that paid about 170 us in its first iteration: gather 16 MiB on 2 x H200), and it takes up the
+        # check's skew: its first call loads kernels for milliseconds, and on a rooted collective only the root
+        # counts. Lined up before the check instead, the peer raced through the warm-up and waited those
+        # milliseconds at the first timed loop's gate; that loop's first launch then cost the peer's host
+        # 48-60 us against 11-15 (reduce 64 KiB on 2 x H200), 1.2-1.6 x on a process's first row.
+        self._line_up()
         n = self.plan.timing.warmup
         if not n:
             return

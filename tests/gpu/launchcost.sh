@@ -27,9 +27,13 @@ if [ -n "$NCCL_H" ] && [ -n "$NCCL_SO" ] && command -v nvcc >/dev/null; then
 fi
 if [ "$PART" = fresh ]; then  # N fresh processes of each, alternated: the compiled loop's and the C program's
   for k in $(seq "${2:-10}"); do
-    timeout 60 /tmp/launchcost 20 > $OUT/fresh_c_$k.txt
-    REPS=20 PATHS=compiled timeout 120 python3 tests/gpu/launchcost.py $OUT/fresh_c_$k.txt > $OUT/fresh_$k.txt 2>&1
-    echo "fresh $k: exit $?"
+    for pin in ${FRESH_PIN:-0 1}; do  # 1: both bound to rank 0's cores by pin.sh, as trust.sh binds them
+      run=(); [ "$pin" = 1 ] && run=(bash tests/gpu/pin.sh)
+      timeout 60 "${run[@]}" /tmp/launchcost 20 > $OUT/fresh_c_${pin}_$k.txt
+      REPS=20 PATHS=compiled timeout 120 "${run[@]}" python3 tests/gpu/launchcost.py $OUT/fresh_c_${pin}_$k.txt \
+        > $OUT/fresh_${pin}_$k.txt 2>&1
+      echo "fresh $k pin $pin: exit $?"
+    done
   done
 else
 python3 -m nccl_bench.comm.launchloop
@@ -51,15 +55,19 @@ import glob, os, sys
 # per fresh process: host us per launch of the compiled loop and of the C program, median of 20 loops and
 # the process's first loop
 got = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "fresh_[0-9]*.txt"))):
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "fresh_[01]_*.txt")), key=lambda f: int(f[:-4].rsplit("_", 1)[1])):
+    pin = os.path.basename(f).split("_")[1]
     for line in open(f):
         w = line.split()
         if len(w) == 6 and w[0] in ("compiled", "C") and w[1].isdigit():
-            got.setdefault((w[0], int(w[1])), []).append((float(w[2]), float(w[5])))
-print(f"{'path':9} {'size':>6} {'median of each process (us/launch)':<44} {'first loop of each process'}")
-for (path, size), v in sorted(got.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    print(f"{path:9} {size:>6} {' '.join(f'{m:.1f}' for m, _ in v):<44} {' '.join(f'{x:.1f}' for _, x in v)}")
+            got.setdefault((pin, w[0], int(w[1])), []).append((float(w[2]), float(w[5])))
+print(f"{'pin':3} {'path':9} {'size':>6} {'median of each process (us/launch)':<52} {'first loop of each process'}")
+for (pin, path, size), v in sorted(got.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+    print(f"{pin:3} {path:9} {size:>6} {' '.join(f'{m:.1f}' for m, _ in v):<52} {' '.join(f'{x:.1f}' for _, x in v)}")
 PY
+  # one archive beside the log: the device returns only so many files
+  tar czf /tmp/launchcost.tgz -C $OUT . && find $OUT -mindepth 1 ! -name launchcost.log -delete \
+    && mv /tmp/launchcost.tgz $OUT/
   exit 0
 fi
 cat $OUT/launchcost_table.txt

@@ -5,8 +5,12 @@
 #   tail     -I 1 -n 1000 all_reduce 8 B..128 KiB: p50/p99 of 1000 iterations, both placements
 #   big      alltoall 128 MiB and reduce_scatter 1 GiB: alone (-b S -e S) and in the p2p sweep (-b 64M -e 1G)
 #   startup  where our 5-6 s of start-up go (cProfile of rank 0, cumulative)
-# REPS (default 3); PARTS (default "startup first tail big"); FIRST="C S" the collective and size of the first
-# part (default "all_reduce 8"). A short table last; every file in one archive.
+#   cycles   the FIRST collective and size (and CYCLE_ALSO="C S", if set) alone, bound, -N 3 (three cycles of the
+#            sweep in one process): is only a process's first loop slow? Then FIRST with -I 1 as well (each
+#            iteration's GPU time, and ours its host time): a whole loop slow, or one stall in it?
+# REPS (default 3); PARTS (default "startup first tail big"; "cycles" on request); FIRST="C S" the
+# collective and size of the first and cycles parts (default "all_reduce 8"). A short table last; every
+# file in one archive.
 set -u
 source tests/gpu/env.sh
 REPS=${REPS:-3}
@@ -47,6 +51,17 @@ for rep in $(seq $REPS); do
     theirs "$p" all_reduce_perf $OUT/tail_theirs_${mode}_$rep.json -b 8 -e 128K -f 4 -n 1000 -I 1
   done
   echo "== rep $rep first/tail done at $((SECONDS - t0)) s" >> $L
+done
+for rep in $(seq $REPS); do
+  has cycles || break
+  for cs in "$FC $FS" ${CYCLE_ALSO:+"$CYCLE_ALSO"}; do
+    read -r c s <<< "$cs"
+    ours tests/gpu/pin.sh $OUT/cycles_ours_${c}_${s}_$rep.json --collective $c -b $s -e $s -n 20 -N 3
+    theirs tests/gpu/pin.sh ${c}_perf $OUT/cycles_theirs_${c}_${s}_$rep.json -b $s -e $s -n 20 -N 3
+  done
+  ours tests/gpu/pin.sh $OUT/cyclesI_ours_${FC}_${FS}_$rep.json --collective $FC -b $FS -e $FS -n 20 -N 3 -I 1
+  theirs tests/gpu/pin.sh ${FC}_perf $OUT/cyclesI_theirs_${FC}_${FS}_$rep.json -b $FS -e $FS -n 20 -N 3 -I 1
+  echo "== rep $rep cycles done at $((SECONDS - t0)) s" >> $L
 done
 for rep in $(seq $REPS); do
   has big || break

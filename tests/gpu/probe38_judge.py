@@ -79,3 +79,23 @@ for tag, size in (("a2a", 128 << 20), ("a2asweep", 128 << 20), ("rs", 1 << 30)):
 wrong = sum((r[p].get("nwrong") or 0) for fn in glob.glob(str(out / "*ours*.json")) for r in rows(Path(fn).name)
             for p in ("out_of_place", "in_place") if isinstance(r.get(p), dict))
 print(f"# wrong values in our runs: {wrong}")
+
+# the cycles part: per process, each cycle's first row (out of place, in place), ours and theirs
+for name in sorted({p.name.split("_", 2)[2].rsplit("_", 1)[0] for p in out.glob("cycles_ours_*.json")}):
+    print(f"\n# cycles: {name} alone, -N 3, bound (us; per process: cycle 1 / 2 / 3, out of place | in place)")
+    for i in R:
+        for tool in ("ours", "theirs"):
+            rs = rows(f"cycles_{tool}_{name}_{i}.json")
+            cyc = " | ".join(" / ".join(f(r[p]["time"]) for r in rs) for p in ("out_of_place", "in_place"))
+            host = " / ".join(f((r.get("host_us") or {}).get("out_of_place")) for r in rs) if tool == "ours" else ""
+            print(f"  rep {i} {tool:6} {cyc}" + (f"   host oop {host}" if host else ""))
+for p in sorted(out.glob("cyclesI_*.json")):
+    rs = rows(p.name)
+    if not rs:
+        continue
+    print(f"\n# {p.name}: cycle 1 out of place, per iteration (us): GPU" + (" / host" if "_ours_" in p.name else ""))
+    b = rs[0].get("out_of_place_per_iter") or {}
+    gpu, host = b.get("times_us") or [], b.get("host_times_us") or []
+    print("  " + " ".join(f(g, 1) + (f"/{f(h, 1)}" if host else "") for g, h in zip(gpu, host or gpu)))
+    later = [med((r.get("out_of_place_per_iter") or {}).get("times_us") or []) for r in rs[1:]]
+    print(f"  later cycles' medians: {' '.join(f(v, 1) for v in later)}")

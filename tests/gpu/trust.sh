@@ -4,8 +4,8 @@
 # (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions. Where MPI was built, both tools
 # run one process per GPU under mpiexec, each rank bound to its own physical cores by tests/gpu/pin.sh, the
 # same way for both (PIN_RANKS=0: unbound). Bound, nccl-tests' launch-bound first rows hold still (reduce
-# 64 KiB: 7.5-8.9 us in four fresh processes, 7.3-11.2 unbound; 2 x H200, 2026-11-26); ours still move with
-# our host's launch cost per op (8.5-15.9 us): what is left to find (results/h200x2/trust-38b/README.md).
+# 64 KiB: 7.5-8.9 us in four fresh processes, 7.3-11.2 unbound; 2 x H200, 2026-11-26). Ours moved more until
+# the first data check went before the warm-up's line-up (tests/gpu/firstloop.sh, results/h200x2/trust-38c/).
 #   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
 #           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours
 #           mid-sweep (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p part's) as the second reference
