@@ -11,6 +11,8 @@
 #   python    ours with NCCL_BENCH_LAUNCH=python (the loop in Python, not C)
 #   rc0       ours with NCCL_RUNTIME_CONNECT=0 (NCCL connects everything at init, not on first use)
 #   theirs    nccl-tests' COLL_perf -g 1, same arguments
+#   w500, theirs_w500   ours and theirs with -w 500: is a first loop still slow when the warm-up is 100 x longer
+#             (sendrecv and reduce 8 B out of place: 12 us first rows in both tools against 9.4 mid-sweep)?
 # Prints, per process: the first loop's first three iterations (GPU / host us), the second cycle's, and the first
 # iteration per rank; the table and one archive of everything under $OUT.
 set -u
@@ -20,18 +22,20 @@ NG=$(nvidia-smi -L | wc -l)
 bash tests/gpu/nccltests.sh > $OUT/nccltests_build.log 2>&1
 source /tmp/nccltests/env
 PIN=$PWD/tests/gpu/pin.sh
-A="-b $S -e $S -n 20 -w 5 -I 1 -N 2"
-OURS="python3 -m nccl_bench bench --backend nccl --collective $C $A --no-algo-confirm"
+A="-b $S -e $S -n 20 -I 1 -N 2"
+OURS="python3 -m nccl_bench bench --backend nccl --collective $C $A --no-algo-confirm -w"
 run() { MASTER_PORT=$((20000 + RANDOM % 20000)) timeout 120 mpiexec -n $NG "$@"; }
 for k in $(seq "${FRESH:-3}"); do
   for v in ${VARIANTS:-ours c0 python rc0 theirs}; do
     f=$OUT/fl_${v}_$k.json
     case $v in
-      ours) run $PIN $OURS -c 1 -J $f ;;
-      c0) run $PIN $OURS -c 0 -J $f ;;
-      python) NCCL_BENCH_LAUNCH=python run $PIN $OURS -c 1 -J $f ;;
-      rc0) NCCL_RUNTIME_CONNECT=0 run $PIN $OURS -c 1 -J $f ;;
-      theirs) run $PIN /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -c 1 -J $f ;;
+      ours) run $PIN $OURS 5 -c 1 -J $f ;;
+      c0) run $PIN $OURS 5 -c 0 -J $f ;;
+      python) NCCL_BENCH_LAUNCH=python run $PIN $OURS 5 -c 1 -J $f ;;
+      rc0) NCCL_RUNTIME_CONNECT=0 run $PIN $OURS 5 -c 1 -J $f ;;
+      w500) run $PIN $OURS 500 -c 1 -J $f ;;
+      theirs) run $PIN /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -w 5 -c 1 -J $f ;;
+      theirs_w500) run $PIN /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -w 500 -c 1 -J $f ;;
     esac > $OUT/fl_${v}_$k.log 2>&1
     echo "$v $k exit $?"
   done
