@@ -165,7 +165,7 @@ class Sweep:
         # check's skew: its first call loads kernels for milliseconds, and on a rooted collective only the root
         # counts. Lined up before the check instead, the peer raced through the warm-up and waited those
         # milliseconds at the first timed loop's gate; that loop's first launch then cost the peer's host
-        # 48-60 us against 11-15 (reduce 64 KiB on 2 x H200), 1.2-1.6 x on a process's first row.
+        # 48-60 us, against 13-15 with the check first (reduce 64 KiB on 2 x H200): 1.2-1.6 x on a first row.
         self._line_up()
         n = self.plan.timing.warmup
         if not n:
