@@ -49,6 +49,15 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
     assert "size" in proc.stdout and "busbw" in proc.stdout and "#wrong" in proc.stdout
 
 
+def test_warm_up_bounded_by_time_keeps_ranks_in_step(tmp_path):
+    """--warmup_ms: each rank decides from its own clock when the warm-up has lasted long enough; the ranks
+    agree on the number of rounds (a rank alone in one more round would hang the sweep)."""
+    proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all_reduce,gather,sendrecv", "--warmup_ms", "300")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert doc["meta"]["bench"]["warmup_ms"] == 300
+    assert all(r[p]["nwrong"] == 0 for r in benchfile.rows(doc) for p in ("out_of_place", "in_place"))
+
+
 def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
     proc, doc = bench(tmp_path, "--collective", "all_reduce,reduce_scatter,reduce", "-o", "avg", "-d", "half",
                       "-a", "2", "-r", "1", "-z", "-N", "2")
@@ -112,6 +121,7 @@ def test_bad_input_one_line_exit_2(args, needle):
     ({"cycles": 0}, "-N/--run_cycles"),
     ({"check": -1}, "-c/--check"),
     ({"local_register": 3}, "-R/--local_register must be 0, 1 or 2"),
+    ({"warmup_ms": -1}, "--warmup_ms must be 0..60000"),
 ])
 def test_bad_options(kw, needle):
     with pytest.raises(UsageError, match=needle.replace("/", ".")):

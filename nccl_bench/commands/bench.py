@@ -35,6 +35,9 @@ def parser() -> Parser:
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
     p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at every size from the smallest to the largest by factors of 2 "
                    "when a sweep starts, as nccl-tests 2.19.6 (default 5); each size then has one untimed sync launch")
+    p.add_argument("--warmup_ms", type=float, default=20.0, help="with -w > 0, the warm-up goes on at the first size "
+                   "until it has lasted this many ms (default 20), so a first row is timed as warm as a row mid-sweep; "
+                   "0 = -w launches only, as nccl-tests")
     p.add_argument("-c", "--check", type=int, default=1, help="check iterations per size (default 1; 0 = none)")
     p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS) + ", or all (each in turn)")
     p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES) + ", or all ("
@@ -95,7 +98,8 @@ def options(a) -> BenchOptions:
         job=job_options(a, allow_all=True), collectives=a.collective,
         min_bytes=parse_size(a.minbytes, "-b/--minbytes"), max_bytes=parse_size(a.maxbytes, "-e/--maxbytes"),
         factor=a.stepfactor, step=None if a.stepbytes is None else parse_size(a.stepbytes, "-i/--stepbytes"),
-        iters=a.iters, warmup=a.warmup_iters, check=a.check, op=a.op, dtype=a.datatype, root=_root(a.root),
+        iters=a.iters, warmup=a.warmup_iters, warmup_ms=a.warmup_ms, check=a.check, op=a.op, dtype=a.datatype,
+        root=_root(a.root),
         graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), cycles=a.run_cycles,
         report_cputime=bool(a.report_cputime), local_register=a.local_register,
         algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm,

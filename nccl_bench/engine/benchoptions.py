@@ -50,6 +50,7 @@ class BenchOptions:
     step: int | None = None  # -i (add), used when -f is not given
     iters: int = 20  # -n
     warmup: int = 5  # -w
+    warmup_ms: float = 20.0  # --warmup_ms
     check: int = 1  # -c
     op: str = "sum"  # -o, or "all": every reduction (collectives that reduce)
     dtype: str = "float"  # -d (nccl-tests name), or "all": every type
@@ -112,7 +113,8 @@ class BenchOptions:
         if self.local_register and self.job.backend != "nccl":
             raise UsageError(f"-R/--local_register {self.local_register} needs --backend nccl "
                              f"(buffer registration is NCCL's); got --backend {self.job.backend}")
-        self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph, self.agg_iters, bool(self.per_iter))
+        self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph, self.agg_iters, bool(self.per_iter),
+                                 self.warmup_ms)
         self.sweep_plan(self.job.timeout, *self.combos(collectives.get(self.collectives[0]), 1)[0])  # -a -c -N -u -K
         if not self.pairs():
             raise UsageError(f"no collective in {','.join(self.collectives)} runs with --algo {','.join(self.algos)} "

@@ -225,7 +225,7 @@ def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, lau
         "nranks": nranks, "collectives": o.collectives, "algos": o.algos, "proto": o.proto, "init": o.job.init,
         "ranks_per_root": o.job.ranks_per_root, "minbytes": o.min_bytes, "maxbytes": o.max_bytes,
         "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
-        "warmup_iters": o.warmup, "check": o.check, "op": o.op,
+        "warmup_iters": o.warmup, "warmup_ms": o.warmup_ms, "check": o.check, "op": o.op,
         "datatype": "all" if o.dtype == "all" else TYPE_NAMES[o.torch_dtype_name], "root": o.root,
         "cudagraph": o.graph, "split": o.split, "average": o.aggregate, "blocking": o.blocking,
         "run_cycles": o.cycles, "agg_iters": o.agg_iters, "per_iter_timing": o.per_iter,

@@ -48,12 +48,15 @@ class TimingPlan:
     graph_replays: int = 0  # -G: 0 = eager; N = capture `iters` launches, replay the graph N times
     agg: int = 1  # -m: operations per iteration
     per_iter: bool = False  # -I: keep every iteration's time
+    warmup_ms: float = 20.0  # --warmup_ms: with -w > 0, the warm-up lasts at least this long
 
     def __post_init__(self):
         if self.iters < 1:
             raise UsageError(f"-n/--iters must be >= 1, got {self.iters}")
         if self.warmup < 0:
             raise UsageError(f"-w/--warmup_iters must be >= 0, got {self.warmup}")
+        if not 0 <= self.warmup_ms <= 60_000:
+            raise UsageError(f"--warmup_ms must be 0..60000, got {self.warmup_ms:g}")
         if self.graph_replays < 0:
             raise UsageError(f"-G/--cudagraph must be >= 0, got {self.graph_replays}")
         if self.agg < 1:

@@ -13,6 +13,14 @@
 #   theirs    nccl-tests' COLL_perf -g 1, same arguments
 #   w500, theirs_w500   ours and theirs with -w 500: is a first loop still slow when the warm-up is 100 x longer
 #             (sendrecv and reduce 8 B out of place: 12 us first rows in both tools against 9.4 mid-sweep)?
+#             It was not: with -w 5 one launch of 112-145 GPU us fell in the first timed loop of both tools,
+#             with -w 500 in neither (results/h200x2/trust-38d/), so the warm-up now lasts >= --warmup_ms.
+#   wms0      ours with --warmup_ms 0 (-w launches only, as before)
+#   norand, theirs_norand   ours and theirs with address-space randomisation off (setarch -R): at 64 KiB a row is
+#             the host's launch cost, and it sits at one of two levels per process (about 6.5 or 9-11 us) in both
+#             tools (results/h200x2/trust-38d/); a level that follows the process's memory layout stops moving
+#   cpu1, theirs_cpu1   ours and theirs bound to one CPU per rank (PIN_CORES=1): does it follow the core a thread
+#             lands on?
 # Prints, per process: the first loop's first three iterations (GPU / host us), the second cycle's, and the first
 # iteration per rank; the table and one archive of everything under $OUT.
 set -u
@@ -34,6 +42,11 @@ for k in $(seq "${FRESH:-3}"); do
       python) NCCL_BENCH_LAUNCH=python run $PIN $OURS 5 -c 1 -J $f ;;
       rc0) NCCL_RUNTIME_CONNECT=0 run $PIN $OURS 5 -c 1 -J $f ;;
       w500) run $PIN $OURS 500 -c 1 -J $f ;;
+      wms0) run $PIN $OURS 5 -c 1 --warmup_ms 0 -J $f ;;
+      norand) run $PIN setarch "$(uname -m)" -R $OURS 5 -c 1 -J $f ;;
+      theirs_norand) run $PIN setarch "$(uname -m)" -R /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -w 5 -c 1 -J $f ;;
+      cpu1) PIN_CORES=1 run $PIN $OURS 5 -c 1 -J $f ;;
+      theirs_cpu1) PIN_CORES=1 run $PIN /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -w 5 -c 1 -J $f ;;
       theirs) run $PIN /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -w 5 -c 1 -J $f ;;
       theirs_w500) run $PIN /tmp/nccltests/build_mpi/${C}_perf -g 1 $A -w 500 -c 1 -J $f ;;
     esac > $OUT/fl_${v}_$k.log 2>&1

@@ -38,15 +38,26 @@ def fmt(v, d=2):
     return "-" if v is None else f"{v:.{d}f}"
 
 
-table = []  # (check, detail, ours, theirs, ratio, target, ok)
+table = []  # (check, detail, ours, theirs, ratio, target, ok, per repetition)
 
 
-def add(check, detail, ours, theirs, target, good):
+def add(check, detail, ours, theirs, target, good, each=None):
+    """A point from medians; `each` (ours' values, the reference's), one per repetition, shown beside a MISS
+    with whether the two ranges overlap: a miss inside overlapping ranges is the machine's spread between
+    processes, one outside them is a gap between the tools."""
+    if isinstance(ours, list):
+        each, ours, theirs = (ours, theirs), med(ours), med(theirs)
     if ours is None and theirs is None:
         return
     ratio = ours / theirs if ours and theirs else None
-    table.append((check, detail, fmt(ours), fmt(theirs), fmt(ratio), target,
-                  "-" if ratio is None else ("PASS" if good(ratio) else "MISS")))
+    ok = "-" if ratio is None else ("PASS" if good(ratio) else "MISS")
+    spread = ""
+    if ok == "MISS" and each:
+        a, b = ([v for v in vs if v] for vs in each)
+        overlap = a and b and min(a) <= max(b) and min(b) <= max(a)
+        spread = (" ".join(fmt(v, 1) for v in a) + " | " + " ".join(fmt(v, 1) for v in b)
+                  + ("  (overlap)" if overlap else "  (apart)"))
+    table.append((check, detail, fmt(ours), fmt(theirs), fmt(ratio), target, ok, spread))
 
 
 reps_ = range(1, reps + 1)
@@ -74,10 +85,10 @@ for c, s in alone:
     for place in ("out_of_place", "in_place"):
         mine = [first(f"alone_ours_{c}_{s}_{i}.json") for i in reps_]
         size = next((r["size"] for r in mine if r), None)
-        o = med(at(r, place) for r in mine)
-        t = med(at(first(f"alone_theirs_{c}_{s}_{i}.json"), place) for i in reps_)
+        o = [at(r, place) for r in mine]
+        t = [at(first(f"alone_theirs_{c}_{s}_{i}.json"), place) for i in reps_]
         where = "alone_mid" if size is not None and size < 64 << 20 else f"p2p_ours_{c}"
-        m = med(point(rows(f"{where}_{i}.json"), c, size, place) for i in reps_) if size is not None else None
+        m = [point(rows(f"{where}_{i}.json"), c, size, place) for i in reps_] if size is not None else [None]
         what = f"{c} -b {s} {place.replace('_', '-')}"
         add("alone: first row (us)", f"{what} / nccl-tests' first row", o, t, "<= 1.10", lambda x: x <= 1.10)
         add("alone: first row (us)", f"{what} / ours mid-sweep", o, m, "<= 1.10", lambda x: x <= 1.10)
@@ -88,16 +99,16 @@ for c in p2p:
     sizes = sorted({r["size"] for rs in ours for r in rs if r["collective"] == c})
     for place in ("out_of_place", "in_place"):
         for size in sizes:
-            o = med(point(rs, c, size, place, "bus_bw") for rs in ours)
-            t = med(point(rs, c, size, place, "bus_bw") for rs in theirs)
+            o = [point(rs, c, size, place, "bus_bw") for rs in ours]
+            t = [point(rs, c, size, place, "bus_bw") for rs in theirs]
             add("busbw >= 64 MiB (GB/s)", f"{c} {size >> 20} MiB {place.replace('_', '-')}", o, t, ">= 0.99",
                 lambda x: x >= 0.99)
 ours = [rows(f"periter_ours_{i}.json") for i in reps_]
 theirs = [rows(f"periter_theirs_{i}.json") for i in reps_]
 for size in sorted({r["size"] for rs in ours for r in rs}):
     for q, target, good in (("p50_us", "<= 1.05", lambda x: x <= 1.05), ("p99_us", "<= 1.25", lambda x: x <= 1.25)):
-        o = med(point(rs, "all_reduce", size, "out_of_place_per_iter", q) for rs in ours)
-        t = med(point(rs, "all_reduce", size, "out_of_place_per_iter", q) for rs in theirs)
+        o = [point(rs, "all_reduce", size, "out_of_place_per_iter", q) for rs in ours]
+        t = [point(rs, "all_reduce", size, "out_of_place_per_iter", q) for rs in theirs]
         add(f"-I {q[:3]} (us)", f"all_reduce {size} B", o, t, target, good)
 ours = [rows(f"torch_ours_{i}.json") for i in reps_]
 plain = []  # {"in_place": {size: us}, "out_of_place": {...}}; an older file is in place only
@@ -175,12 +186,11 @@ for f in sorted(out.glob("periter_ours_*.json")):
             k = (r["owner"], r["name"])
             awake[k] = max(awake.get(k, 0), r["runs_per_s"])
 
-w = [max(len(str(r[k])) for r in table + [("check", "detail", "ours", "theirs", "ratio", "target", "")])
-     for k in range(7)]
-head = ("check", "detail", "ours", "ref", "ratio", "target", "")
-print("  ".join(h.ljust(w[k]) for k, h in enumerate(head)))
+head = ("check", "detail", "ours", "ref", "ratio", "target", "", "a miss's repetitions: ours | ref")
+w = [max(len(str(r[k])) for r in table + [head]) for k in range(8)]
+print("  ".join(h.ljust(w[k]) for k, h in enumerate(head)).rstrip())
 for r in table:
-    print("  ".join(str(c).ljust(w[k]) for k, c in enumerate(r)))
+    print("  ".join(str(c).ljust(w[k]) for k, c in enumerate(r)).rstrip())
 miss = sum(r[6] == "MISS" for r in table)
 wrong = sum((r[p].get("nwrong") or 0) for f in out.glob("*.json")
             if not any(k in f.name for k in ("theirs", "plain", "inproc", "trust", "locate")) for r in rows(f.name)
@@ -198,5 +208,5 @@ if tail_rows:
     print("# threads awake in our timed loops besides the loop (most wake-ups per second, any rank, any rep): "
           + ("; ".join(f"{n} ({o}) {v:.0f}/s" for (o, n), v in sorted(awake.items(), key=lambda x: -x[1])[:6])
              or "none"))
-json.dump([dict(zip(("check", "detail", "ours", "ref", "ratio", "target", "verdict"), r)) for r in table],
+json.dump([dict(zip(("check", "detail", "ours", "ref", "ratio", "target", "verdict", "repetitions"), r)) for r in table],
           open(out / "trust.json", "w"), indent=1)
