@@ -174,16 +174,15 @@ class Sweep:
         for lay in self.warm_layouts:
             self._launcher(send_buf, recv_buf, lay, False)(self.stream).run(0, n)
             self._wait()
-        self._warm_for(self._launcher(send_buf, recv_buf, self.layouts[0], False), n, started)
+        if self.plan.timing.warmup_ms > 0:
+            self._warm_for(self._launcher(send_buf, recv_buf, self.layouts[0], False)(self.stream), n, started)
 
-    def _warm_for(self, make_loop, n: int, started: float) -> None:
+    def _warm_for(self, loop, n: int, started: float) -> None:
         """More warm-up at the first size until --warmup_ms have passed since the warm-up began. A GPU that
         was idle pays about 100 us once, in one launch a few milliseconds into its work; after -w 5 at 8 B that
         launch was one of the first timed loop's, in both tools (sendrecv 8 B on 2 x H200: 112-141 us against
         9, a first row 1.3 x a row mid-sweep; gone with -w 500, 4 ms). Every rank runs as many rounds as the
         slowest wants, agreed by an all_reduce of "done" votes: a rank alone in an extra round would hang."""
-        if self.plan.timing.warmup_ms <= 0:
-            return
         vote = torch.zeros(1, dtype=torch.float32, device=self.comm.device)
         while True:
             vote.fill_(float(time.perf_counter() - started >= self.plan.timing.warmup_ms / 1e3))
@@ -191,7 +190,7 @@ class Sweep:
             self._wait()
             if vote.item() >= self.job.nranks:
                 return
-            make_loop(self.stream).run(0, n)
+            loop.run(0, n)
             self._wait()
 
     def _check(self, send, recv, lay: Layout) -> int:
