@@ -8,7 +8,11 @@
 # the first data check went before the warm-up's line-up (tests/gpu/firstloop.sh, results/h200x2/trust-38c/).
 #   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
 #           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours
-#           mid-sweep (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p part's) as the second reference
+#           mid-sweep (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p part's) as the second reference.
+#           ALONE_FRESH=F (default 1): F fresh pairs (ours, theirs) per point and repetition, the judge's median over
+#           all REPS x F. At 64 KiB a first row is the host's launch cost, and it sits at one of two levels per
+#           process (about 6.5 or 9-11 us) in both tools (results/h200x2/trust-38d/): a median of 3 processes
+#           lands on either, so 1.10 needs more processes there (F = 3: the alone part takes 3 x as long)
 #   p2p     every collective's busbw 64 MiB..1 GiB (-n 50), in and out of place, ours / nccl-tests, alternated per
 #           collective (a block of ours then a block of theirs set one tool's collective at a different
 #           moment of the machine's drift than the other's)
@@ -69,9 +73,11 @@ for rep in $(seq $REPS); do
     late "alone $c $s (rep $rep)" > /dev/null && break 2
     # a size split NG x NG ways moves nothing below 4 B a piece (nccl-tests prints a zero-count row, we none)
     [[ ",$SPLIT," == *",$c,"* ]] && [[ $s =~ ^[0-9]+$ ]] && (( s < 4 * NG * NG )) && continue
-    a=$EPOCHREALTIME; ours --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$rep.json
-    b=$EPOCHREALTIME; theirs ${c}_perf $OUT/alone_theirs_${c}_${s}_$rep.json -b $s -e $s -n 20 -w 5 -c 1
+    for j in $(seq ${ALONE_FRESH:-1}); do k=$(( (rep - 1) * ${ALONE_FRESH:-1} + j ))  # the judge's process index
+    a=$EPOCHREALTIME; ours --collective $c -b $s -e $s -J $OUT/alone_ours_${c}_${s}_$k.json
+    b=$EPOCHREALTIME; theirs ${c}_perf $OUT/alone_theirs_${c}_${s}_$k.json -b $s -e $s -n 20 -w 5 -c 1
     echo "== alone $c $s: ours $(awk "BEGIN{print $b - $a}") s, theirs $(awk "BEGIN{print $EPOCHREALTIME - $b}") s (whole commands)"
+    done
   done; done; fi
   if has p2p; then echo "== rep $rep: p2p"
   for c in ${COLLS//,/ }; do

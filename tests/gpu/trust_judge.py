@@ -82,11 +82,13 @@ def nbytes(s):
 alone = sorted({("_".join(f.name.split("_")[2:-2]), f.name.split("_")[-2]) for f in out.glob("alone_ours_*_1.json")},
                key=lambda k: (k[0], nbytes(k[1])))
 for c, s in alone:
+    # every fresh process of the point: REPS x trust.sh's ALONE_FRESH, numbered 1, 2, ... in the order they ran
+    procs = sorted(int(f.name.rsplit("_", 1)[1][:-5]) for f in out.glob(f"alone_ours_{c}_{s}_*.json"))
     for place in ("out_of_place", "in_place"):
-        mine = [first(f"alone_ours_{c}_{s}_{i}.json") for i in reps_]
+        mine = [first(f"alone_ours_{c}_{s}_{i}.json") for i in procs]
         size = next((r["size"] for r in mine if r), None)
         o = [at(r, place) for r in mine]
-        t = [at(first(f"alone_theirs_{c}_{s}_{i}.json"), place) for i in reps_]
+        t = [at(first(f"alone_theirs_{c}_{s}_{i}.json"), place) for i in procs]
         where = "alone_mid" if size is not None and size < 64 << 20 else f"p2p_ours_{c}"
         m = [point(rows(f"{where}_{i}.json"), c, size, place) for i in reps_] if size is not None else [None]
         what = f"{c} -b {s} {place.replace('_', '-')}"
