@@ -20,7 +20,8 @@
 #             the host's launch cost, and it sits at one of two levels per process (about 6.5 or 9-11 us) in both
 #             tools (results/h200x2/trust-38d/); a level that follows the process's memory layout stops moving
 #   cpu1, theirs_cpu1   ours and theirs bound to one CPU per rank (PIN_CORES=1): does it follow the core a thread
-#             lands on?
+#             lands on? Neither: reduce 64 KiB, 4 fresh processes each, p50 8.0-14.3 us with norand, 8.1-10.5 with
+#             cpu1, in both tools alike (results/h200x2/trust-38e/): the level is the machine's (a KVM guest)
 # Prints, per process: the first loop's first three iterations (GPU / host us), the second cycle's, and the first
 # iteration per rank; the table and one archive of everything under $OUT.
 set -u

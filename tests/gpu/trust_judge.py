@@ -1,11 +1,13 @@
 """trust.sh's judge: ratios of medians over the interleaved repetitions, one table (issues 26, 38).
 usage: trust_judge.py OUT_DIR REPS"""
 import json
+import random
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from nccl_bench.engine import benchfile  # noqa: E402
 from nccl_bench.report import readers  # noqa: E402
 
 out, reps = Path(sys.argv[1]), int(sys.argv[2])
@@ -41,32 +43,42 @@ def fmt(v, d=2):
 table = []  # (check, detail, ours, theirs, ratio, target, ok, per repetition)
 
 
-def add(check, detail, ours, theirs, target, good, each=None):
+def add(check, detail, ours, theirs, target, good, each=None, spread=False):
     """A point from medians; `each` (ours' values, the reference's), one per repetition, shown beside a MISS
     with whether the two ranges overlap: a miss inside overlapping ranges is the machine's spread between
-    processes, one outside them is a gap between the tools."""
+    processes, one outside them is a gap between the tools. `spread`: evidence from inside the processes that
+    ours has no excess there (alone: the first-call excess); with it, a miss inside overlapping ranges is SPREAD."""
     if isinstance(ours, list):
         each, ours, theirs = (ours, theirs), med(ours), med(theirs)
     if ours is None and theirs is None:
         return
     ratio = ours / theirs if ours and theirs else None
     ok = "-" if ratio is None else ("PASS" if good(ratio) else "MISS")
-    spread = ""
+    values = ""
     if ok == "MISS" and each:
         a, b = ([v for v in vs if v] for vs in each)
         overlap = a and b and min(a) <= max(b) and min(b) <= max(a)
-        spread = (" ".join(fmt(v, 1) for v in a) + " | " + " ".join(fmt(v, 1) for v in b)
+        ok = "SPREAD" if overlap and spread else ok
+        values = (" ".join(fmt(v, 1) for v in a) + " | " + " ".join(fmt(v, 1) for v in b)
                   + ("  (overlap)" if overlap else "  (apart)"))
-    table.append((check, detail, fmt(ours), fmt(theirs), fmt(ratio), target, ok, spread))
+    table.append((check, detail, fmt(ours), fmt(theirs), fmt(ratio), target, ok, values))
 
 
 reps_ = range(1, reps + 1)
 
 
-def first(name):
-    """The first row of a run's file (None: no file, or no row: a size too small to move anything)."""
-    rs = rows(name)
-    return rs[0] if rs else None
+def first_and_later(name):
+    """(first row, the same point's later cycles) of a run's file, raw (readers would give the median of the
+    cycles); (None, []): no file, or no row (a size too small to move anything); (row, []): one cycle."""
+    p = out / name
+    try:
+        rs = benchfile.rows(json.loads(p.read_text())) if p.exists() else []
+    except Exception as e:
+        print(f"# {name}: unreadable ({type(e).__name__}: {e})")
+        rs = []
+    if not rs:
+        return None, []
+    return rs[0], [r for r in rs[1:] if (r["collective"], r["size"]) == (rs[0]["collective"], rs[0]["size"])]
 
 
 def at(row, place):
@@ -81,19 +93,39 @@ def nbytes(s):
 
 alone = sorted({("_".join(f.name.split("_")[2:-2]), f.name.split("_")[-2]) for f in out.glob("alone_ours_*_1.json")},
                key=lambda k: (k[0], nbytes(k[1])))
+def excess(pair, place):
+    """A process's first row over the median of its own later cycles of the same size: the level the process
+    drew cancels."""
+    a, b = at(pair[0], place), med(at(r, place) for r in pair[1])
+    return a / b if a and b else None
+
+
+same_tool = {}  # alone size: nccl-tests' first rows per point, to say how often it misses 1.10 against itself
 for c, s in alone:
     # every fresh process of the point: REPS x trust.sh's ALONE_FRESH, numbered 1, 2, ... in the order they ran
     procs = sorted(int(f.name.rsplit("_", 1)[1][:-5]) for f in out.glob(f"alone_ours_{c}_{s}_*.json"))
+    mine2 = [first_and_later(f"alone_ours_{c}_{s}_{i}.json") for i in procs]
+    theirs2 = [first_and_later(f"alone_theirs_{c}_{s}_{i}.json") for i in procs]
     for place in ("out_of_place", "in_place"):
-        mine = [first(f"alone_ours_{c}_{s}_{i}.json") for i in procs]
-        size = next((r["size"] for r in mine if r), None)
-        o = [at(r, place) for r in mine]
-        t = [at(first(f"alone_theirs_{c}_{s}_{i}.json"), place) for i in procs]
+        size = next((a["size"] for a, _ in mine2 if a), None)
+        o = [at(a, place) for a, _ in mine2]
+        t = [at(a, place) for a, _ in theirs2]
+        same_tool.setdefault(s, []).append([v for v in t if v])
         where = "alone_mid" if size is not None and size < 64 << 20 else f"p2p_ours_{c}"
         m = [point(rows(f"{where}_{i}.json"), c, size, place) for i in reps_] if size is not None else [None]
         what = f"{c} -b {s} {place.replace('_', '-')}"
-        add("alone: first row (us)", f"{what} / nccl-tests' first row", o, t, "<= 1.10", lambda x: x <= 1.10)
-        add("alone: first row (us)", f"{what} / ours mid-sweep", o, m, "<= 1.10", lambda x: x <= 1.10)
+        # drift-free (trust.sh runs -N 3): the first row over the same process's later cycles, ours alone and
+        # against nccl-tests' own; a strict miss with neither excess, inside overlapping ranges, is SPREAD
+        eo, et = [excess(p, place) for p in mine2], [excess(p, place) for p in theirs2]
+        calm = bool(med(eo) and med(et)) and med(eo) <= 1.10 and med(eo) / med(et) <= 1.10
+        add("alone: first row (us)", f"{what} / nccl-tests' first row", o, t, "<= 1.10", lambda x: x <= 1.10,
+            spread=calm)
+        add("alone: first row (us)", f"{what} / ours mid-sweep", o, m, "<= 1.10", lambda x: x <= 1.10, spread=calm)
+        if med(eo) and med(et):
+            add("alone: first-call excess", f"{what}: first row / later cycles, ours / nccl-tests'", eo, et, "<= 1.10",
+                lambda x: x <= 1.10)
+            add("alone: first-call excess", f"{what}: first row / later cycles, ours (ref: none)", eo, [1.0],
+                "<= 1.10", lambda x: x <= 1.10)
 p2p = sorted({f.name[len("p2p_theirs_"):].rsplit("_", 1)[0] for f in out.glob("p2p_theirs_*_1.json")})
 for c in p2p:
     ours = [rows(f"p2p_ours_{c}_{i}.json") for i in reps_]  # one process per collective, alternated
@@ -194,13 +226,36 @@ print("  ".join(h.ljust(w[k]) for k, h in enumerate(head)).rstrip())
 for r in table:
     print("  ".join(str(c).ljust(w[k]) for k, c in enumerate(r)).rstrip())
 miss = sum(r[6] == "MISS" for r in table)
+spread = sum(r[6] == "SPREAD" for r in table)
 wrong = sum((r[p].get("nwrong") or 0) for f in out.glob("*.json")
             if not any(k in f.name for k in ("theirs", "plain", "inproc", "trust", "locate")) for r in rows(f.name)
             for p in ("out_of_place", "in_place") if isinstance(r.get(p), dict))
 print(f"# wrong values in our runs: {wrong}")
-print(f"# {len(table)} points, {sum(r[6] == 'PASS' for r in table)} pass, {miss} miss; ratios of medians over {reps} "
+print(f"# {len(table)} points, {sum(r[6] == 'PASS' for r in table)} pass, {spread} spread, {miss} miss; ratios of medians over {reps} "
       "interleaved repetitions (ours, theirs, ours, theirs ...); ref = nccl-tests 2.19.6 or our own mid-sweep "
       "row as the detail says, a plain dist.all_reduce loop for torch")
+if spread:
+    print("# SPREAD: a first row's miss inside overlapping ranges of the two tools' processes, where the first-call "
+          "excess (first row / the same process's later cycles: the level a process draws cancels) is <= 1.10, "
+          "ours alone and against nccl-tests'")
+
+
+def against_itself(points, draws=4000):
+    """nccl-tests redrawn against itself, as many processes per point as it ran: the share of draws whose
+    ratio of medians is above 1.10 (each first row over its point's median, pooled over the points; with few
+    processes a point's median sits among them and the pool comes out narrower: a low estimate)."""
+    pool = [v / statistics.median(vs) for vs in points if len(vs) > 1 for v in vs]
+    if not pool:
+        return None, None
+    n, rng = round(statistics.median(len(vs) for vs in points)), random.Random(0)
+    return n, sum(med(rng.choices(pool, k=n)) / med(rng.choices(pool, k=n)) > 1.10 for _ in range(draws)) / draws
+
+
+for s, points in same_tool.items():
+    n, share = against_itself(points)
+    if share is not None:
+        print(f"# alone -b {s}: nccl-tests against itself ({n} of its processes against {n}, redrawn): ratio of "
+              f"medians > 1.10 in {share:.0%} of draws (a low estimate)")
 if tail_rows:
     print("\n# -I tail per size (all_reduce out of place; outliers: iterations above 2 x p50, summed over the "
           "repetitions; h the host's, d the device's)")
