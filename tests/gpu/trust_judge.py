@@ -93,6 +93,8 @@ def nbytes(s):
 
 alone = sorted({("_".join(f.name.split("_")[2:-2]), f.name.split("_")[-2]) for f in out.glob("alone_ours_*_1.json")},
                key=lambda k: (k[0], nbytes(k[1])))
+
+
 def excess(pair, place):
     """A process's first row over the median of its own later cycles of the same size: the level the process
     drew cancels."""
@@ -231,9 +233,9 @@ wrong = sum((r[p].get("nwrong") or 0) for f in out.glob("*.json")
             if not any(k in f.name for k in ("theirs", "plain", "inproc", "trust", "locate")) for r in rows(f.name)
             for p in ("out_of_place", "in_place") if isinstance(r.get(p), dict))
 print(f"# wrong values in our runs: {wrong}")
-print(f"# {len(table)} points, {sum(r[6] == 'PASS' for r in table)} pass, {spread} spread, {miss} miss; ratios of medians over {reps} "
-      "interleaved repetitions (ours, theirs, ours, theirs ...); ref = nccl-tests 2.19.6 or our own mid-sweep "
-      "row as the detail says, a plain dist.all_reduce loop for torch")
+print(f"# {len(table)} points, {sum(r[6] == 'PASS' for r in table)} pass, {spread} spread, {miss} miss; ratios of "
+      f"medians over {reps} interleaved repetitions (ours, theirs, ours, theirs ...); ref = nccl-tests 2.19.6 or "
+      "our own mid-sweep row as the detail says, a plain dist.all_reduce loop for torch")
 if spread:
     print("# SPREAD: a first row's miss inside overlapping ranges of the two tools' processes, where the first-call "
           "excess (first row / the same process's later cycles: the level a process draws cancels) is <= 1.10, "
