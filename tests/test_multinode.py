@@ -123,8 +123,9 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
             code, out, err = finish(procs[:1], 60)[0]
             ended_s = 0.0
         assert code == 1, out[-3000:] + err[-2000:]
-        assert "stress: stopped after scoped round" in out and "a rank or the job store was lost" in out, out[-3000:]
-        assert "node1 unreachable" in out or "never arrived: rank 1 (node1)" in out, out[-3000:]
+        said = f"rode through: {rode}\n{out[-3000:]}\n--- stderr:\n{err[-3000:]}"
+        assert "stress: stopped after scoped round" in out and "a rank or the job store was lost" in out, said
+        assert "node1 unreachable" in out or "never arrived: rank 1 (node1)" in out, said
         # its bound: the start barrier (gather: deadline + 5 s grace on gloo; then 5 s) + the deadline + the 2 s
         # leave + exit, about 16 s here; 30 under a loaded CI
         assert ended_s < 30, f"the run took {ended_s:.0f} s to end after the cut"
