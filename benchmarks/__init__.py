@@ -1,1 +1,1 @@
-"""asv suite: thin adapters over nccl_bench (the logic is in nccl_bench/commands/asvsuite.py)."""
+"""asv suite: thin adapters over nccl_bench (the logic is in nccl_bench/asv/suite.py)."""

@@ -3,7 +3,7 @@
 time per operation is the regression signal (asv: lower is better, so a bandwidth drop
 shows as a regression); busbw (GB/s, nccl-tests' formula) is tracked beside it for reading.
 """
-from nccl_bench.commands import asvsuite
+from nccl_bench.asv import suite as asvsuite
 
 
 class Bandwidth:

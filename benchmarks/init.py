@@ -1,5 +1,5 @@
 """Communicator init latency per init mode, ranks per root and phase (nccl_bench init): median seconds."""
-from nccl_bench.commands import asvsuite
+from nccl_bench.asv import suite as asvsuite
 
 
 class InitLatency:

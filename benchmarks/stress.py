@@ -1,5 +1,5 @@
 """A short scoped churn of communicator re-inits (python -m stress --init scoped)."""
-from nccl_bench.commands import asvsuite
+from nccl_bench.asv import suite as asvsuite
 
 
 class ScopedChurn:

@@ -34,7 +34,7 @@ def measure(job, backend: str, ranks_per_root: int, cycles: int, timeout: float,
                     if with_verify:
                         send, recv = verify.buffers(comm.device)
                         verify.run(comm, send, recv)
-                        comm.wait(deadline, verify.check.name)
+                        comm.wait(deadline, verify.name)
                 done += 1
             except CommError as e:
                 error = str(e)

@@ -15,7 +15,7 @@ from nccl_bench.job.options import JobOptions, split_list
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
-from stress.owner import JournalOwner, inherited as owner_inherited
+from stress.journallock import JournalOwner, inherited as owner_inherited
 
 
 def parser() -> Parser:

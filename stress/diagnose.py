@@ -7,6 +7,7 @@ key; the history of published fingerprints names the round it came from.
 from __future__ import annotations
 
 from nccl_bench.comm.bootstrap import root_ranks
+from stress.record import RankRecord
 
 # The field guide's three categories (hangs, errors, silent corruption).
 CATEGORY = {"ok": None, "hang": "hang", "error": "error", "wrong": "silent corruption",
@@ -27,7 +28,7 @@ class History:
         self.keep = keep
         self.rounds: dict[tuple[str, int], list[str]] = {}  # (mode, round) -> its fingerprints, oldest first
 
-    def add(self, mode: str, round_: int, records: list[dict | None]) -> None:
+    def add(self, mode: str, round_: int, records: list[RankRecord | None]) -> None:
         fps = []
         for root, fp in published(records).items():
             if fp not in self.by_fp:
@@ -47,20 +48,20 @@ class History:
         return f"round {r}" if m == mode else f"{m} round {r}"
 
 
-def published(records: list[dict | None]) -> dict[int, str]:
+def published(records: list[RankRecord | None]) -> dict[int, str]:
     """root -> fingerprint it published this round (from the roots' own evidence)."""
     out = {}
     for rec in records:
-        ev = (rec or {}).get("evidence")
+        ev = rec.evidence if rec else None
         if ev and ev.get("published_root", -1) >= 0 and ev.get("published"):
             out[ev["published_root"]] = ev["published"]
     return out
 
 
-def stale_reads(records: list[dict | None], nranks: int, history: History, mode: str) -> list[dict]:
+def stale_reads(records: list[RankRecord | None], nranks: int, history: History, mode: str) -> list[dict]:
     """Every (rank, root) where the rank used an ID its root did not publish this round."""
     pub = published(records)
-    evidence = [(rec["rank"], rec["evidence"]) for rec in records if rec and rec.get("evidence")]
+    evidence = [(rec.rank, rec.evidence) for rec in records if rec and rec.evidence]
     roots = root_ranks(nranks, max([len(ev["fingerprints"]) for _, ev in evidence] + [1]))
     out = []
     for rank, ev in evidence:
@@ -71,8 +72,8 @@ def stale_reads(records: list[dict | None], nranks: int, history: History, mode:
     return out
 
 
-def verdict(records: list[dict | None], missing: list, died: bool = False) -> str:
-    kinds = {rec["verdict"] for rec in records if rec}
+def verdict(records: list[RankRecord | None], missing: list, died: bool = False) -> str:
+    kinds = {rec.verdict for rec in records if rec}
     if died:  # a process crashed (the guide's errors); the survivors' hangs follow from it
         return "error"
     for v in ("error", "hang", "wrong", "stale"):
@@ -86,7 +87,7 @@ def op_phase(err: dict) -> str:
     return err.get("phase") or _OP_PHASE.get(err["op"], "verify")
 
 
-def culprits(records: list[dict | None], missing: list, context: dict) -> list[dict]:
+def culprits(records: list[RankRecord | None], missing: list, context: dict) -> list[dict]:
     """Ranks the evidence points at, each with its phase and cause (rank, phase, cause, words)."""
     out = []
     if context.get("store_lost"):
@@ -97,32 +98,32 @@ def culprits(records: list[dict | None], missing: list, context: dict) -> list[d
     last = {r: p for r, p in (context.get("last_phase") or {}).items()}
     for rec in records:
         if rec:
-            last[rec["rank"]] = rec["phases"][-1] if rec.get("phases") else None
+            last[rec.rank] = rec.last_phase
     dead = context.get("dead") or {}
     for r in sorted(dead):
         d, phase = dead[r], last.get(r) or "start"
         how = f", killed by {d['signal']}" if d.get("signal") else ""
         out.append({"rank": r, "phase": phase, "cause": "died",
                     "words": f"rank {r} died during {phase} (process {d['pid']} on {d['host']} is gone{how})"})
-    stuck = [rec for rec in records if rec and rec.get("error") and rec["verdict"] in ("hang", "error")]
+    stuck = [rec for rec in records if rec and rec.error and rec.verdict in ("hang", "error")]
     if stuck:
-        where = min((op_phase(rec["error"]) for rec in stuck), key=PHASES.index)
-        ops = sorted({rec["error"]["op"] for rec in stuck if op_phase(rec["error"]) == where})
-        waited = sorted(rec["rank"] for rec in stuck if op_phase(rec["error"]) == where)
+        where = min((op_phase(rec.error) for rec in stuck), key=PHASES.index)
+        ops = sorted({rec.error["op"] for rec in stuck if op_phase(rec.error) == where})
+        waited = sorted(rec.rank for rec in stuck if op_phase(rec.error) == where)
         for rec in records:
-            if not rec or rec["rank"] in dead or rec["rank"] in waited:
+            if not rec or rec.rank in dead or rec.rank in waited:
                 continue
-            mine = last.get(rec["rank"])
+            mine = last.get(rec.rank)
             if mine is None:
-                out.append({"rank": rec["rank"], "phase": where, "cause": "did not join",
-                            "words": f"rank {rec['rank']} never entered {where}: it did not join the round "
+                out.append({"rank": rec.rank, "phase": where, "cause": "did not join",
+                            "words": f"rank {rec.rank} never entered {where}: it did not join the round "
                                      f"(ranks {', '.join(map(str, waited))} waited for it in {'/'.join(ops)})"})
             elif PHASES.index(mine) < PHASES.index(where):
-                out.append({"rank": rec["rank"], "phase": where, "cause": "never entered",
-                            "words": f"rank {rec['rank']} never entered {where} ({'/'.join(ops)}; its last phase: "
+                out.append({"rank": rec.rank, "phase": where, "cause": "never entered",
+                            "words": f"rank {rec.rank} never entered {where} ({'/'.join(ops)}; its last phase: "
                                      f"{mine}) while ranks {', '.join(map(str, waited))} waited in it: unbalanced "
                                      "control flow (a rank skipped the collective or is stuck elsewhere)"})
-    late = {rec["rank"]: rec["late_s"] for rec in records if rec and rec.get("late_s") is not None}
+    late = {rec.rank: rec.late_s for rec in records if rec and rec.late_s is not None}
     timeout = context.get("timeout")
     if timeout and len(late) > 1:
         first = min(late, key=late.get)
@@ -132,14 +133,14 @@ def culprits(records: list[dict | None], missing: list, context: dict) -> list[d
                             "words": f"rank {r} started its init {s - late[first]:.1f} s after rank {first}, past the "
                                      f"{timeout:g} s deadline: a slow rank"})
     for rec in records:
-        if rec and rec.get("input_wrong"):
-            out.append({"rank": rec["rank"], "phase": "verify", "cause": "input corrupted",
-                        "words": f"rank {rec['rank']}'s input already differed from the table before the collective "
-                                 f"({rec['input_wrong']} elements): corrupted at the source"})
+        if rec and rec.input_wrong:
+            out.append({"rank": rec.rank, "phase": "verify", "cause": "input corrupted",
+                        "words": f"rank {rec.rank}'s input already differed from the table before the collective "
+                                 f"({rec.input_wrong} elements): corrupted at the source"})
     return out
 
 
-def judge(mode: str, round_: int, nranks: int, records: list[dict | None], missing: list[tuple[int, str]],
+def judge(mode: str, round_: int, nranks: int, records: list[RankRecord | None], missing: list[tuple[int, str]],
           history: History, context: dict | None = None) -> dict:
     """The round's verdict and, for a failure, the diagnosis in words; then remember its IDs.
 
@@ -152,9 +153,9 @@ def judge(mode: str, round_: int, nranks: int, records: list[dict | None], missi
     if context.get("store_lost"):
         v = "error"
     stale = stale_reads(records, nranks, history, mode)
-    errors = [rec["error"] for rec in records if rec and rec.get("error")]
+    errors = [rec.error for rec in records if rec and rec.error]
     first = next((e for e in errors if e["kind"] == "error"), errors[0] if errors else None)
-    row = {"verdict": v, "category": CATEGORY[v], "wrong": sum(rec["wrong"] for rec in records if rec),
+    row = {"verdict": v, "category": CATEGORY[v], "wrong": sum(rec.wrong for rec in records if rec),
            "stale": stale, "missing": [r for r, _ in missing], "error": first, "culprits": [], "diagnosis": None}
     if v != "ok":
         found = culprits(records, missing, context)
@@ -195,12 +196,12 @@ def explain(v: str, records, missing, stale, first, wrong: int, found: list[str]
         parts.append(f"stale ID{caught}: {reads}")
     parts.extend(found)
     if not stale:
-        fps = {tuple((rec.get("evidence") or {}).get("fingerprints") or ()) for rec in records if rec}
+        fps = {tuple((rec.evidence or {}).get("fingerprints") or ()) for rec in records if rec}
         fps.discard(())
         if len(fps) > 1:
             parts.append("ranks used different IDs: " + "; ".join(
-                f"rank {rec['rank']} {rec['evidence']['fingerprints']}" for rec in records
-                if rec and rec.get("evidence")))
+                f"rank {rec.rank} {rec.evidence['fingerprints']}" for rec in records
+                if rec and rec.evidence))
         elif fps:
             parts.append(f"no stale ID (every rank used {list(next(iter(fps)))})")
     dead = {int(w.split()[1]) for w in found if " died during " in w}
@@ -209,17 +210,17 @@ def explain(v: str, records, missing, stale, first, wrong: int, found: list[str]
         parts.append("never arrived: " + ", ".join(f"rank {r} ({h or 'host unknown'})" for r, h in missing))
         parts.extend(cut_off(hosts, {r for r, _ in missing}))
     if v == "wrong":
-        bad = [f"rank {rec['rank']}: {rec['wrong']}" for rec in records if rec and rec["wrong"]]
+        bad = [f"rank {rec.rank}: {rec.wrong}" for rec in records if rec and rec.wrong]
         parts.append(f"{wrong} wrong elements ({', '.join(bad)})")
-        sources = sorted({s for rec in records if rec and rec.get("wrong_from") for s in rec["wrong_from"]})
+        sources = sorted({s for rec in records if rec and rec.wrong_from for s in rec.wrong_from})
         if sources:
             parts.append("the wrong elements came from the data of rank " + ", ".join(map(str, sources)))
-        if not any(rec and rec.get("input_wrong") for rec in records):
+        if not any(rec and rec.input_wrong for rec in records):
             parts.append("every rank's input matched the table: corrupted in transit or in the reduction")
     if first is not None and v in ("error", "hang"):
         detail = f": {first['detail']}" if first.get("detail") else ""
         parts.append(f"{first['kind']} on rank {first['rank']} in {first['op']}: {first['lib_error']}{detail}")
-    hung = sorted(rec["rank"] for rec in records if rec and rec["verdict"] == "hang")
+    hung = sorted(rec.rank for rec in records if rec and rec.verdict == "hang")
     if hung and v != "hang" or (v == "hang" and len(hung) > 1):
         parts.append("deadline passed on ranks " + ", ".join(map(str, hung)))
     return "; ".join(parts)

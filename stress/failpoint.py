@@ -24,7 +24,7 @@ def armed(point: str) -> bool:
 
 def die() -> None:
     """The job dies now: its launcher first (the other ranks follow it, PR_SET_PDEATHSIG), then us."""
-    from nccl_bench.core.launch import SELF_LAUNCH_ENV
+    from nccl_bench import SELF_LAUNCH_ENV
     launcher = os.environ.get(SELF_LAUNCH_ENV, "")
     os.kill(int(launcher) if launcher.isdigit() and int(launcher) > 1 else os.getppid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

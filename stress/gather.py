@@ -9,6 +9,7 @@ from datetime import timedelta
 import torch.distributed as dist
 
 from stress import peers
+from stress.record import RankRecord
 from stress.stop import Stop
 
 
@@ -49,7 +50,7 @@ def store_lost(e: Exception, rank: int, phase: str) -> StoreLost | None:
     return None
 
 
-def gather(job, seq: int, rec: dict, timeout: float, everyone: peers.Peers, stop: Stop,
+def gather(job, seq: int, rec: RankRecord, timeout: float, everyone: peers.Peers, stop: Stop,
            stop_grace: float) -> tuple[list, list, dict]:
     """Every rank's record (None for a rank that never reported), [(rank, host)] missing, and
     the missing ranks found dead. Waiting ends early once every missing rank is dead, or a
@@ -58,14 +59,14 @@ def gather(job, seq: int, rec: dict, timeout: float, everyone: peers.Peers, stop
     keys = [f"stress/{seq}/rec/{r}" for r in range(n)]
     name = f"stress/{seq}/rec"
     try:
-        raw.set(keys[job.rank], json.dumps(rec))
+        raw.set(keys[job.rank], json.dumps(rec.to_json()))
         if raw.add(f"{name}/count", 1) == n:
             raw.set(f"{name}/done", b"1")
         end = time.monotonic() + timeout
         while True:
             try:
                 raw.wait([f"{name}/done"], timedelta(seconds=min(POLL_S, max(end - time.monotonic(), 0.001))))
-                return [json.loads(v) for v in raw.multi_get(keys)], [], {}
+                return [RankRecord.from_json(json.loads(v)) for v in raw.multi_get(keys)], [], {}
             except dist.DistNetworkError:
                 raise
             except Exception:
@@ -75,7 +76,7 @@ def gather(job, seq: int, rec: dict, timeout: float, everyone: peers.Peers, stop
             dead = everyone.dead(missing)
             now = time.monotonic()
             if now >= end or len(dead) == len(missing) or (stop.requested and now - stop.since > stop_grace):
-                recs = [json.loads(raw.get(k)) if present[r] else None for r, k in enumerate(keys)]
+                recs = [RankRecord.from_json(json.loads(raw.get(k))) if present[r] else None for r, k in enumerate(keys)]
                 return recs, [(r, job.store.host_of(r)) for r in missing], dead
     except Exception as e:
         lost = store_lost(e, job.rank, "gather")

@@ -1,7 +1,7 @@
 """A crash-safe journal: one JSON line per round, flushed and fsynced before the next round.
 
 The first line is a header (schema, options, metadata). A round is written once it is
-complete, its teardown included (stress.behind), so a kill -9 of the whole job loses at most
+complete, its teardown included (stress.inflight), so a kill -9 of the whole job loses at most
 the round in flight and the `--destroys-in-flight` rounds behind it; a torn last line is
 ignored on reading. `--resume` continues
 after the last complete round of a journal written with the same options; anything else
@@ -19,6 +19,7 @@ from typing import Callable
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core import results
 from stress import failpoint
+from stress.record import record_or_none
 
 SCHEMA = "nccl_bench.stress.journal/1"
 
@@ -82,6 +83,7 @@ def _take(out: Contents, line: str, on_round) -> None:
         return
     if isinstance(row, dict) and row.get("type") == "round":
         out.count += 1
+        row["ranks"] = [record_or_none(r) for r in row.get("ranks") or []]
         if on_round is None:
             out.rounds.append(row)
         else:
@@ -138,7 +140,8 @@ class Writer:
         os.fsync(self._f.fileno())
 
     def round(self, row: dict) -> None:
-        self._line({"type": "round", **row})
+        ranks = [r.to_json() if r else None for r in row.get("ranks") or []]
+        self._line({"type": "round", **row, "ranks": ranks})
 
     def note(self, obj: dict) -> None:
         """A non-round line (a resume marker, the baseline, the end)."""

@@ -4,8 +4,8 @@ tally, the leak watch's trends and any round kept twice. Its size depends on the
 is the full record, and --resume replays it through the same fold."""
 from __future__ import annotations
 
-from nccl_bench.health.leaks import LeakWatch
-from nccl_bench.report.rounds import Tally
+from nccl_bench.measure.leaks import LeakWatch
+from stress.tally import Tally
 from stress.diagnose import History
 
 
@@ -24,8 +24,8 @@ class Ledger:
             self.done[seq] = 1
         self.tally.add(row)
         for rec in row.get("ranks") or []:
-            if rec and rec.get("sample"):
-                self.leaks.add(rec["rank"], seq, rec["sample"])
+            if rec and rec.sample:
+                self.leaks.add(rec.rank, seq, rec.sample)
 
     def replay(self, row: dict) -> None:
         """A round read back from the journal (--resume): its IDs join the history too."""

@@ -3,7 +3,7 @@
 Every rank runs the same rounds; rank 0 owns the journal, the progress line and the
 summary. After each round the ranks gather their records through the store, bounded so
 that a rank that never arrives is named instead of waited for. With destroys behind the
-rounds (stress.behind) a round is kept once its teardown on every rank is known.
+rounds (stress.inflight) a round is kept once its teardown on every rank is known.
 """
 from __future__ import annotations
 
@@ -18,17 +18,18 @@ from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BarrierTimeout, UsageError
 from nccl_bench.core.resources import default_warmup
 from stress import baseline, inject, journal, peers, plans
-from stress.behind import Behind, worst
+from stress.inflight import Behind, worst
 from stress.diagnose import History, judge
-from stress.ending import SHOWN_FAILURES, announce_lines, report_lines, restarts_left, summary_path, write_summary
+from stress.closing import SHOWN_FAILURES, announce_lines, report_lines, restarts_left, summary_path, write_summary
 from stress.stall import StallGuard
 from stress.gather import StoreLost, gather, grace, start_wait, store_lost
 from stress.ledger import Ledger
+from stress.record import RankRecord
 from stress.options import StressOptions
 from stress.round import absent, run_round
 from stress.stop import Stop
 from stress.summary import Progress, Rate, failure_line
-from stress.sweep import Sweeper, own_keys
+from stress.storekeys import Sweeper, own_keys
 from stress.verify import Verification
 
 LEAVE_AFTER_LOSS_S = 2.0  # the exit barrier, when a rank died or the store went away
@@ -121,10 +122,11 @@ class Run:
         return done
 
     # --- the rounds ------------------------------------------------------------------------
-    def lost_row(self, seq: int, mode: str, r: int, skews: list[float], rec: dict | None, lost: StoreLost) -> dict:
+    def lost_row(self, seq: int, mode: str, r: int, skews: list[float], rec: RankRecord | None,
+                 lost: StoreLost) -> dict:
         """The store is gone: judge from this rank's own record; the run cannot go on."""
         info = dict(lost.info)
-        err = (rec or {}).get("error") or {}
+        err = (rec.error if rec else None) or {}
         if err.get("lib_error") in ("DistNetworkError", "ConnectionError"):
             info.update(error=f"{err['lib_error']}: {err['detail']}", phase=err.get("phase", info["phase"]))
         records = [rec if k == self.job.rank else None for k in range(self.n)]
@@ -161,9 +163,9 @@ class Run:
             job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify,
             self.behind.reaper if self.behind else None)
         if opts.leak_every and seq % opts.leak_every == opts.leak_every - 1:  # after init number seq + 1
-            rec["sample"] = resources.sample(self.device, job.store.raw if job.rank == 0 else None)
+            rec.sample = resources.sample(self.device, job.store.raw if job.rank == 0 else None)
         if self.stop.requested:
-            rec["stop"] = self.stop.reason
+            rec.stop = self.stop.reason
         self.sweeper.add(seq, own_keys(seq, job.rank, rec, self.behind is not None, opts.check_ids, bool(held)))
         try:
             records, missing, dead = gather(job, seq, rec, self.gather_timeout, self.everyone, self.stop,
@@ -262,7 +264,7 @@ class Run:
                 break
             if (row["verdict"] != "ok" or self.stop_now) and opts.on_failure == "stop":
                 break
-            asked = [rec.get("stop") for rec in row.get("ranks") or [] if rec and rec.get("stop")]
+            asked = [rec.stop for rec in row.get("ranks") or [] if rec and rec.stop]
             if asked:  # a rank was told to stop before this round's records met: every rank stops here
                 cut = {"reason": asked[0], "mode": mode, "after_round": r}
                 break

@@ -10,22 +10,21 @@ from nccl_bench.comm.scenario import check_scenario
 from stress.inject import Injection
 
 ON_FAILURE = ("continue", "stop")
-# --collective: the verification collectives, named here without torch (stress.verify.CHECKS holds them)
+# --collective: the verification collectives, named here without torch (nccl_bench.measure.collectives holds them)
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 # Options that must match for --resume to continue a journal (the rest may change).
 RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed", "timeout",
                "collective", "bytes", "check_ids", "inject", "scenario")
 
 
-# An NCCL destroy takes ~0.5 s (its proxy threads' poll), so K destroys in flight cap a run at K / 0.5 s
-# rounds per second. Measured on one H100 (results/h100x1/soak): K=4 9 rounds/s, K=8 15.4, K=16 20.5;
-# a plain nccl4py loop 9.3, 16.0, 24. 8 nearly doubles 4 and matches the plain loop; 16 holds twice the
-# communicators (GPU memory, NCCL threads) for a third more.
+# An NCCL destroy waits out its proxy threads' poll, so K destroys in flight cap a run's rounds per second:
+# 8 nearly doubles 4 and matches a plain nccl4py loop, where 16 holds twice the communicators (GPU memory,
+# NCCL threads) for a third more (docs/validation.md).
 DESTROYS_IN_FLIGHT = 8
 
 
 def default_timeout(backend: str) -> float:
-    """A few times a healthy round: ~0.7 s on 2 x H200 with nccl (most of it destroy)."""
+    """A few times a healthy round (most of which is the destroy: docs/validation.md)."""
     return 2.0 if backend == "gloo" else 3.0
 
 

@@ -18,6 +18,7 @@ from nccl_bench.core.errors import BarrierTimeout, CommError, DeadlineExceeded
 from nccl_bench.comm.lifetime import communicator
 from nccl_bench.comm.scenario import GroupSlot
 from stress import inject
+from stress.record import RankRecord
 from stress.verify import Verification
 
 PHASES = ("start", "skew", "bootstrap", "init", "verify", "destroy")  # in order; a rank's last is evidence
@@ -76,113 +77,136 @@ def check_ids_hook(job, seq: int, deadline: Deadline):
 
 
 def run_round(job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: Verification,
-              reaper=None) -> dict:
+              reaper=None) -> RankRecord:
     """Run one round on this rank; never raises CommError (it becomes the record's verdict).
 
     With `reaper` the communicator's destroy (or abort) is handed to it under the round's seq
-    and runs behind the next rounds; `teardown_s` is then filled in later (stress.behind).
+    and runs behind the next rounds; `teardown_s` is then filled in later (stress.inflight).
 
     Evidence kept for the diagnosis: the phases this rank entered (also set in the store as it
     goes, so a rank that dies leaves its last phase behind), how late it entered bootstrap,
     whether its input matched the table, and which ranks' data arrived wrong.
     """
-    rec = {"rank": job.rank, "verdict": "ok", "error": None, "wrong": 0, "exchange_s": None,
-           "init_s": None, "verify_s": None, "teardown_s": None, "evidence": None, "phases": [],
-           "late_s": None, "input_wrong": 0, "wrong_from": None}
-    faults = set(plan.faults)
-    seen = {}
-    phases = contextlib.ExitStack()
-
-    def reached(phase: str) -> None:
-        rec["phases"].append(phase)
-        job.store.raw.set(f"stress/{plan.seq}/at/{job.rank}", phase)
-
-    def closed(comm, ok, seconds):
-        phases.close()
-        seen["comm"] = comm
-        rec["teardown_s"] = seconds
-
-    def after_exchange(ids):  # bootstrap range ends, init range begins, optionally check IDs
-        phases.close()
-        phases.enter_context(markers.span("init", round=plan.round, rank=job.rank))
-        reached("init")
-        if plan.held_roots and job.rank not in plan.held_roots:
-            job.store.raw.set(f"stress/{plan.seq}/read/{job.rank}", b"1")
-        if "crash" in faults:
-            inject.die()
-        if plan.check_ids:
-            check(ids)
-
-    t_round = time.perf_counter()
+    rnd = Round(job, backend, ranks_per_root, plan, verify, reaper)
     with markers.span("round", round=plan.round, rank=job.rank, mode=plan.mode):
         with markers.span("skew", round=plan.round, rank=job.rank):
             time.sleep(plan.skew)
-        deadline = Deadline(plan.timeout)
-        check = check_ids_hook(job, plan.seq, deadline)
-        init_plan = InitPlan(rank=job.rank, nranks=job.nranks, mode=plan.mode, ranks_per_root=ranks_per_root,
-                             counter=plan.seq, store=job.store, local_rank=job.ident.local_rank,
-                             namespace="stress", before_create=after_exchange, group=plan.group)
-        # torch exchanges IDs inside PyTorch: its whole create is the init range
-        first = "init" if backend == "torch" else "bootstrap"
-        phases.enter_context(markers.span(first, round=plan.round, rank=job.rank))
         try:
-            rec["late_s"] = time.perf_counter() - t_round
-            reached(first)
-            if job.rank in plan.held_roots:
-                hold_back(job, plan, deadline)
-            with communicator(backend, init_plan, deadline, on_close=closed, reaper=reaper, key=plan.seq,
-                              round=plan.round, rank=job.rank) as comm:
-                phases.close()
-                rec["exchange_s"], rec["init_s"] = comm.timings.exchange, comm.timings.create
-                with markers.span("verify", round=plan.round, rank=job.rank):
-                    t0 = time.perf_counter()
-                    send, recv = verify.buffers(comm.device)
-                    if "corrupt" in faults:
-                        send = inject.flip_bit(send)
-                    if "skip-collective" in faults:  # as if busy elsewhere: the others wait in vain
-                        time.sleep(deadline.remaining() + SKIP_GRACE_S)
-                        raise CollectiveSkipped()
-                    reached("verify")
-                    verify.run(comm, send, recv)
-                    if "crash-collective" in faults:
-                        inject.die()
-                    comm.wait(deadline, verify.check.name)
-                    if plan.inject_wrong:
-                        recv[0] += 1
-                    rec["wrong"] = verify.wrong(recv)
-                    rec["input_wrong"] = verify.input_wrong(send)
-                    rec["wrong_from"] = verify.sources(recv) if rec["wrong"] else None
-                    rec["verify_s"] = time.perf_counter() - t0
-                reached("destroy")
-                if reaper is None:  # else the reaper's thread has the destroy range
-                    phases.enter_context(markers.span("destroy", round=plan.round, rank=job.rank))
-            if rec["wrong"]:
-                rec["verdict"] = "wrong"
+            rnd.bootstrap_and_init()
         except CollectiveSkipped:
             pass  # this rank saw nothing wrong; the others' evidence shows it never came
         except CommError as e:
-            rec["verdict"], rec["error"] = e.kind, e.as_dict()
-            if rec["error"]["rank"] < 0:  # raised where the rank is not known (the ID exchange)
-                rec["error"].update(rank=job.rank, host=job.ident.host)
+            rnd.failed(e)
         except Exception as e:  # anything else is this round's error too: the run goes on
-            rec["verdict"] = "error"
-            rec["error"] = {"kind": "error", "op": "round", "lib_error": type(e).__name__,
-                            "detail": str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
-                            "rank": job.rank, "host": job.ident.host, "phase": (rec["phases"] or ["skew"])[-1]}
+            rnd.crashed(e)
         finally:
-            phases.close()
-        if rec["verdict"] != "ok":
-            markers.mark("failure", round=plan.round, rank=job.rank, verdict=rec["verdict"])
-    rec["elapsed_s"] = time.perf_counter() - t_round
-    rec["evidence"] = evidence(seen.get("comm"))
-    return rec
+            rnd.phases.close()
+        if rnd.rec.verdict != "ok":
+            markers.mark("failure", round=plan.round, rank=job.rank, verdict=rnd.rec.verdict)
+    rnd.rec.elapsed_s = time.perf_counter() - rnd.started
+    rnd.rec.evidence = evidence(rnd.seen.get("comm"))
+    return rnd.rec
 
 
-def absent(job, plan: RoundPlan) -> dict:
+class Round:
+    """One round's phases on one rank, each an NVTX range inside the round's, feeding one RankRecord."""
+
+    def __init__(self, job, backend: str, ranks_per_root: int, plan: RoundPlan, verify: Verification, reaper):
+        self.job, self.backend, self.plan, self.verify, self.reaper = job, backend, plan, verify, reaper
+        self.ranks_per_root = ranks_per_root
+        self.rec = RankRecord(job.rank)
+        self.faults = set(plan.faults)
+        self.seen: dict = {}
+        self.phases = contextlib.ExitStack()
+        self.started = time.perf_counter()
+        self.deadline: Deadline | None = None
+
+    def reached(self, phase: str) -> None:
+        self.rec.phases.append(phase)
+        self.job.store.raw.set(f"stress/{self.plan.seq}/at/{self.job.rank}", phase)
+
+    def _span(self, name: str):
+        return markers.span(name, round=self.plan.round, rank=self.job.rank)
+
+    def _closed(self, comm, ok, seconds) -> None:
+        self.phases.close()
+        self.seen["comm"] = comm
+        self.rec.teardown_s = seconds
+
+    def _after_exchange(self, ids) -> None:
+        """The bootstrap range ends and the init range begins; --check-ids compares the IDs first."""
+        job, plan = self.job, self.plan
+        self.phases.close()
+        self.phases.enter_context(self._span("init"))
+        self.reached("init")
+        if plan.held_roots and job.rank not in plan.held_roots:
+            job.store.raw.set(f"stress/{plan.seq}/read/{job.rank}", b"1")
+        if "crash" in self.faults:
+            inject.die()
+        if plan.check_ids:
+            check_ids_hook(job, plan.seq, self.deadline)(ids)
+
+    def bootstrap_and_init(self) -> None:
+        job, plan = self.job, self.plan
+        self.deadline = Deadline(plan.timeout)
+        init_plan = InitPlan(rank=job.rank, nranks=job.nranks, mode=plan.mode, ranks_per_root=self.ranks_per_root,
+                             counter=plan.seq, store=job.store, local_rank=job.ident.local_rank,
+                             namespace="stress", before_create=self._after_exchange, group=plan.group)
+        first = "init" if self.backend == "torch" else "bootstrap"  # torch exchanges IDs inside its create
+        self.phases.enter_context(self._span(first))
+        self.rec.late_s = time.perf_counter() - self.started
+        self.reached(first)
+        if job.rank in plan.held_roots:
+            hold_back(job, plan, self.deadline)
+        with communicator(self.backend, init_plan, self.deadline, on_close=self._closed, reaper=self.reaper,
+                          key=plan.seq, round=plan.round, rank=job.rank) as comm:
+            self.phases.close()
+            self.rec.exchange_s, self.rec.init_s = comm.timings.exchange, comm.timings.create
+            with self._span("verify"):
+                self.verified_collective(comm)
+            self.reached("destroy")
+            if self.reaper is None:  # else the reaper's thread has the destroy range
+                self.phases.enter_context(self._span("destroy"))
+        if self.rec.wrong:
+            self.rec.verdict = "wrong"
+
+    def verified_collective(self, comm) -> None:
+        rec, verify, deadline = self.rec, self.verify, self.deadline
+        t0 = time.perf_counter()
+        send, recv = verify.buffers(comm.device)
+        if "corrupt" in self.faults:
+            send = inject.flip_bit(send)
+        if "skip-collective" in self.faults:  # as if busy elsewhere: the others wait in vain
+            time.sleep(deadline.remaining() + SKIP_GRACE_S)
+            raise CollectiveSkipped()
+        self.reached("verify")
+        verify.run(comm, send, recv)
+        if "crash-collective" in self.faults:
+            inject.die()
+        comm.wait(deadline, verify.name)
+        if self.plan.inject_wrong:
+            verify.spoil(recv)
+        rec.wrong = verify.wrong(recv)
+        rec.input_wrong = verify.input_wrong(send)
+        rec.wrong_from = verify.sources(recv) if rec.wrong else None
+        rec.verify_s = time.perf_counter() - t0
+
+    def failed(self, e: CommError) -> None:
+        self.rec.verdict, self.rec.error = e.kind, e.as_dict()
+        if self.rec.error["rank"] < 0:  # raised where the rank is not known (the ID exchange)
+            self.rec.error.update(rank=self.job.rank, host=self.job.ident.host)
+
+    def crashed(self, e: Exception) -> None:
+        self.rec.verdict = "error"
+        self.rec.error = {"kind": "error", "op": "round", "lib_error": type(e).__name__,
+                          "detail": str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
+                          "rank": self.job.rank, "host": self.job.ident.host,
+                          "phase": self.rec.last_phase or "skew"}
+
+
+def absent(job, plan: RoundPlan) -> RankRecord:
     """missing-rank: this rank does not join the round; its record says only that it was not there."""
-    return {"rank": job.rank, "verdict": "ok", "error": None, "wrong": 0, "exchange_s": None, "init_s": None,
-            "verify_s": None, "teardown_s": None, "evidence": None, "phases": [], "late_s": None,
-            "input_wrong": 0, "wrong_from": None, "elapsed_s": 0.0}
+    return RankRecord(job.rank, elapsed_s=0.0)
 
 
 def evidence(comm) -> dict | None:

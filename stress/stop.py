@@ -3,7 +3,7 @@
 SIGTERM (the launcher stopping the group, a scheduler's scancel, systemd, `timeout`) or Ctrl-C:
 each rank finishes the round in flight, journals it, and ends with a verdict instead of dying
 mid-line. Ranks learn of the signal at different moments, so each round's records carry it and
-every rank stops after the same round; then each ends by that signal (nccl_bench.core.launch).
+every rank stops after the same round; then each ends by that signal (nccl_bench.job.launcher).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 
-from nccl_bench.core import launch
+from nccl_bench.job import launcher
 
 
 class Stop:
@@ -33,7 +33,7 @@ class Stop:
     def _on(self, signum, frame) -> None:
         if self.since is None:  # a Ctrl-C reaches each rank twice (the terminal, then the launcher)
             self.since, self.signum = time.monotonic(), signum
-            launch.note_stop(signum)
+            launcher.note_stop(signum)
 
     @property
     def requested(self) -> bool:

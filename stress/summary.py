@@ -6,7 +6,7 @@ import time
 
 from tabulate import tabulate
 
-from nccl_bench.report.rounds import COLUMNS
+from stress.tally import COLUMNS
 
 
 class Progress:

@@ -42,7 +42,7 @@ def check_end_to_end(code: int, text: str, out, xml, golden):
     meas = out.with_name("m.json")
     meas.write_text(json.dumps({k: doc["meta"]["measurements"][k] for k in ("busbw", "latency_us_8B", "init_ms_p50",
                                                                            "wrong", "stress_failures")}))
-    judged = run(["-m", "nccl_bench.health.verdicts", str(meas), "--profile", str(golden)])
+    judged = run(["-m", "nccl_bench.accept.verdicts", str(meas), "--profile", str(golden)])
     assert judged.returncode == 0 and "PASS against profile baseline-" in judged.stdout, judged.stdout
 
 

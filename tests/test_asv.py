@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, TOKEN_VAR, assert_no_survivors, run
-from nccl_bench.commands import asvsuite
+from nccl_bench.asv import suite as asvsuite
 from nccl_bench.job.jobs import JobFailed, run_json
 
 

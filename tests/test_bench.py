@@ -4,11 +4,11 @@ import json
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 from nccl_bench.report import readers
-from nccl_bench.engine.benchoptions import BenchOptions
-from nccl_bench.engine.benchrun import _exit_code
-from nccl_bench.engine.benchtable import footer, table
+from nccl_bench.bench.options import BenchOptions
+from nccl_bench.bench.worker import _exit_code
+from nccl_bench.bench.table import footer, table
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions
 
@@ -131,7 +131,7 @@ def test_bad_options(kw, needle):
 def test_torch_free_type_tables_match_torch():
     """bench checks types and sizes before torch loads; its tables must say what torch says."""
     import torch
-    from nccl_bench.engine.benchoptions import DTYPES, ELEMENT_BYTES, TYPE_NAMES
+    from nccl_bench.measure.vocabulary import DTYPES, ELEMENT_BYTES, TYPE_NAMES
     assert set(ELEMENT_BYTES) == set(DTYPES.values()) == set(TYPE_NAMES)
     for name, size in ELEMENT_BYTES.items():
         assert torch.empty((), dtype=getattr(torch, name)).element_size() == size, name
@@ -151,14 +151,25 @@ def _row(wrong, algo="default", confirmed=None):
             "out_of_place": place, "in_place": dict(place), "algo": algo, "algo_confirmed": confirmed}
 
 
+def _bench_row(*a, **kw) -> benchfile.BenchRow:
+    return benchfile.BenchRow.from_json(_row(*a, **kw))
+
+
 def test_wrong_values_and_unconfirmed_algo_exit_1():
     o = BenchOptions(job=JobOptions(backend="gloo"))
-    assert _exit_code([_row(0)], {}, o) == 0
-    assert _exit_code([_row(3)], {}, o) == 1
-    assert "# Out of bounds values : 6 FAILED" in footer([_row(3)])
-    assert _exit_code([_row(0, "tree", "TREE")], {}, o) == 0
-    assert _exit_code([_row(0, "tree", "RING")], {}, o) == 1
-    assert "N/A" in table([_row(None)], "t")
+    assert _exit_code([_bench_row(0)], {}, o) == 0
+    assert _exit_code([_bench_row(3)], {}, o) == 1
+    assert "# Out of bounds values : 6 FAILED" in footer([_bench_row(3)])
+    assert _exit_code([_bench_row(0, "tree", "TREE")], {}, o) == 0
+    assert _exit_code([_bench_row(0, "tree", "RING")], {}, o) == 1
+    assert "N/A" in table([_bench_row(None)], "t")
+
+
+def test_a_bench_row_reads_back_from_its_json_form():
+    row = _bench_row(0)
+    assert benchfile.BenchRow.from_json(row.to_json()) == row
+    assert row.to_json("x")["root"] == "    -1" and row.to_json("x")["experiment_name"] == "x"
+    assert list(row.to_json())[:6] == ["size", "count", "type", "redop", "root", "out_of_place"]
 
 
 def test_median_over_cycles_per_point():
@@ -205,7 +216,7 @@ def test_split_two_groups_of_two(tmp_path, monkeypatch):
 
 
 def test_split_colors():
-    from nccl_bench.engine import split
+    from nccl_bench.bench import split
     assert split.groups("MOD 2", 4) == {0: [0, 2], 1: [1, 3]}
     assert split.groups("/2", 4) == {0: [0, 1], 1: [2, 3]}
     assert split.groups("&0b10", 4) == {0: [0, 1], 2: [2, 3]}
@@ -219,8 +230,8 @@ def test_split_colors():
 
 def test_views_move_with_the_iteration_as_in_nccl_tests():
     import torch
-    from nccl_bench.engine import collectives
-    from nccl_bench.engine.sweep import _views
+    from nccl_bench.measure import collectives
+    from nccl_bench.measure.sweep import _views
     send_buf, recv_buf = torch.arange(64), torch.arange(100, 164)
     lay = collectives.get("all_gather").layout(64, 4, 2, 1)  # 8 elements per rank, rank 1
     send, recv = _views(send_buf, recv_buf, lay, in_place=False, shift=16)
@@ -230,21 +241,21 @@ def test_views_move_with_the_iteration_as_in_nccl_tests():
 
 
 def test_a_point_whose_cycles_differ_over_10_percent_is_flagged_unstable():
-    from nccl_bench.engine.benchtable import footer, table
-    from nccl_bench.engine.sweep import with_spread
+    from nccl_bench.bench.table import footer, table
+    from nccl_bench.measure.sweep import with_spread
     rows = []
     for cycle, (t8, t16) in enumerate(((10.0, 20.0), (12.0, 20.5))):  # 8 B: 18 % apart; 16 B: 2.5 %
         for size, t in ((8, t8), (16, t16)):
             r = _row(0)
             r.update(size=size, cycle=cycle)
             r["out_of_place"] = {"time": t, "alg_bw": 1.0, "bus_bw": 2.0, "nwrong": 0}
-            rows.append(r)
+            rows.append(benchfile.BenchRow.from_json(r))
     rows = with_spread(rows)
-    by = {(r["size"], r["cycle"]): r for r in rows}
-    assert by[(8, 0)]["unstable"] and by[(8, 1)]["unstable"] and not by[(16, 0)]["unstable"]
-    assert round(by[(8, 0)]["spread_pct"]["out_of_place"], 1) == 18.2 and by[(8, 0)]["spread_pct"]["in_place"] == 0
+    by = {(r.size, r.cycle): r for r in rows}
+    assert by[(8, 0)].unstable and by[(8, 1)].unstable and not by[(16, 0)].unstable
+    assert round(by[(8, 0)].spread_pct["out_of_place"], 1) == 18.2 and by[(8, 0)].spread_pct["in_place"] == 0
     text = table(rows, "t")
     assert text.count("UNSTABLE") == 2 and "2.5%" in text
     assert "# Unstable points      : 1 " in footer(rows)
-    (one8, _) = readers.median_over_cycles(rows)
+    (one8, _) = readers.median_over_cycles([r.to_json() for r in rows])
     assert one8["unstable"] and one8["spread_pct"]["out_of_place"] > 18

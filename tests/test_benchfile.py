@@ -9,13 +9,14 @@ import sys
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.engine import benchfile, collectives
+from nccl_bench.measure import benchfile
+from nccl_bench.measure import collectives
 from nccl_bench.report import compare, readers
 from nccl_bench.core import stats
-from nccl_bench.engine.benchoptions import BenchOptions
+from nccl_bench.bench.options import BenchOptions
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions
-from nccl_bench.engine.timing import TimingPlan
+from nccl_bench.measure.timing import TimingPlan
 
 FIX = REPO / "tests" / "fixtures"
 THEIRS = [FIX / "nccltests_all_reduce_I1.json", FIX / "nccltests_alltoall.json"]

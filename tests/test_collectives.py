@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-from nccl_bench.engine import collectives as C
-from nccl_bench.engine import datacheck as D
-from nccl_bench.engine.benchoptions import parse_size
+from nccl_bench.measure import collectives as C
+from nccl_bench.measure import datacheck as D
+from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.core.errors import UsageError
-from nccl_bench.engine.sweep import aggregate
-from nccl_bench.engine.sweepplan import size_steps
+from nccl_bench.measure.sweep import aggregate
+from nccl_bench.measure.sweepplan import size_steps
 
 # (collective, nranks) -> busbw factor, from nccl-tests' src/*.cu
 FACTORS = [
@@ -79,7 +79,7 @@ def _run_rounds(name, n, nbytes, in_place, root=0, dtype=torch.float32):
     """Every rank's result of the record's point-to-point rounds, moved by hand as a library would;
     in place on the engine's views of one buffer."""
     from nccl_bench.comm.base import split_round
-    from nccl_bench.engine.sweep import _views
+    from nccl_bench.measure.sweep import _views
     coll = C.get(name)
     elt = torch.empty((), dtype=dtype).element_size()
     lays = [coll.layout(nbytes, elt, n, r) for r in range(n)]
@@ -218,7 +218,7 @@ def test_nccl_calls_of_point_to_point_rounds():
     addresses."""
     from types import SimpleNamespace
     from nccl_bench.comm.nccl import NcclCommunicator
-    from nccl_bench.engine.sweep import _views
+    from nccl_bench.measure.sweep import _views
     coll, n, r = C.get("hypercube"), 4, 1
     lay = coll.layout(1024, 4, n, r)  # 64 floats per rank
     buf_s, buf_r = torch.zeros(256), torch.zeros(256)

@@ -37,6 +37,6 @@ def test_pip_install_gives_both_commands(tmp_path):
     stress = sh([str(venv / "bin" / "nccl-stress"), "--help"], cwd=tmp_path)
     assert stress.returncode == 0 and "--rounds" in stress.stdout, stress.stdout + stress.stderr
     # the dashboard's vendored scripts are package data: the installed package serves them too
-    files = sh([str(venv / "bin" / "python"), "-c", "import nccl_bench.report.offline as o; "
+    files = sh([str(venv / "bin" / "python"), "-c", "import nccl_bench.asv.offline as o; "
                 "print(all((o.WWW / 'vendor' / f['dest']).is_file() for f in o.files()))"], cwd=tmp_path)
     assert files.stdout.strip() == "True", files.stdout + files.stderr

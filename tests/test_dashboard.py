@@ -16,7 +16,7 @@ import pytest
 
 from helpers import REPO, run
 from test_asv import asv_config, head
-from nccl_bench.report.offline import external_loads
+from nccl_bench.asv.offline import external_loads
 
 CHROMIUM = shutil.which("chromium")
 GRAPH = "#stress.ScopedChurn.track_rounds_per_s"  # the graph page of a benchmark every machine runs

@@ -1,12 +1,13 @@
-"""Expectations from the hardware (health.derive): the documented model fed the facts of known machines,
+"""Expectations from the hardware (accept.derive): the documented model fed the facts of known machines,
 the built-in profiles for common ones, and how accept picks between them."""
 from __future__ import annotations
 
 import pytest
 
-from nccl_bench.health import profiles, selection
-from nccl_bench.health.derive import MARGIN, SIZE, derive, efficiency, expectations
-from nccl_bench.health.topology import NodeFacts
+from nccl_bench.measure import profiles
+from nccl_bench.accept import selection
+from nccl_bench.accept.derive import MARGIN, SIZE, derive, efficiency, expectations
+from nccl_bench.accept.topology import NodeFacts
 
 H100 = "NVIDIA H100 80GB HBM3"
 CASES = {  # facts -> (transport, bottleneck GB/s per GPU per direction)

@@ -9,7 +9,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.health import gpu, host, xid
+from nccl_bench.accept import gpuchecks as gpu
+from nccl_bench.measure import gpucounters
+from nccl_bench.accept import hostchecks as host
+from nccl_bench.accept import xid
 from nccl_bench.comm import gpu_count
 
 NO_GPU = gpu_count() == 0
@@ -177,4 +180,4 @@ def test_gpu_checks_skip_with_reason_without_gpus():
     checks = gpu.gpu_checks(local_rank=0, xid_window=0)
     assert [c.name for c in checks] == gpu.GPU_CHECK_NAMES
     assert all(c.status == "skip" and c.evidence for c in checks)
-    assert gpu.read_counters() == {}
+    assert gpucounters.read_counters() == {}

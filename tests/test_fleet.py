@@ -10,7 +10,7 @@ import pytest
 
 from helpers import one_line_error, run
 from nccl_bench.core.results import SCHEMA_VERSION
-from nccl_bench.report import fleet
+from nccl_bench.fleet import outliers as fleet
 
 G = 1 << 30
 BASE = {"all_reduce:17179869184": 470.0, "all_gather:1073741824": 360.0, "reduce_scatter:1073741824": 362.0,

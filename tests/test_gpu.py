@@ -5,7 +5,7 @@ import pytest
 
 from gpu_cases import CASES
 from helpers import run
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 from nccl_bench.comm import gpu_count
 
 
@@ -34,7 +34,7 @@ def test_gpu_case(case, tmp_path):
         assert all(r["out_of_place"]["bus_bw"] >= 0 and r["out_of_place"]["time"] > 0 for r in rows)
         if "--algo" in argv:
             assert {r["algo"] for r in rows} == {"ring", "tree"}
-            from nccl_bench.engine import collectives  # every one that runs on this many ranks (hypercube: 2^k)
+            from nccl_bench.measure import collectives  # every one that runs on this many ranks (hypercube: 2^k)
             fit = {c for c in collectives.NAMES if not collectives.get(c).unfit(rows[0]["nranks"])}
             assert {r["collective"] for r in rows} == fit
             # NCCL's word for the algorithm it used, "p2p" for point-to-point, None where not reported

@@ -5,11 +5,11 @@ import re
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.commands import initbench
+from nccl_bench.init import command as initbench
 from nccl_bench.core import stats
 from nccl_bench.core.errors import UsageError
 from nccl_bench.comm.plan import PHASES
-from nccl_bench.report.inits import failures, stale_rounds, summarize
+from nccl_bench.measure.initrows import failures, stale_rounds, summarize
 
 PHASE_KEYS = [key for _, key in PHASES]
 

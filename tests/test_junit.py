@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nccl_bench.health import junit
-from nccl_bench.health.verdicts import Verdict
+from nccl_bench.core import junit
+from nccl_bench.accept.verdicts import Verdict
 from nccl_bench.core.errors import UsageError
 
 # element -> (required attributes, allowed children)

@@ -131,7 +131,7 @@ def test_hooks_made_ahead_run_as_hooks_made_in_the_call():
 def test_stamps_show_which_iteration_the_host_was_slow_in():
     # -I's host clock: a launch that sleeps in iteration 2 makes that iteration's host time, in both loops
     import time
-    from nccl_bench.engine import tail
+    from nccl_bench.measure import tail
 
     def slow_at(k, seen):
         def call(*args):
@@ -159,7 +159,7 @@ def test_stamps_show_which_iteration_the_host_was_slow_in():
 
 
 def test_an_outlier_with_launches_on_time_is_the_devices():
-    from nccl_bench.engine import tail
+    from nccl_bench.measure import tail
     gpu, host = [10.0, 10.0, 50.0, 10.0, 11.0], [8.0, 8.5, 8.0, 8.2, 8.1]
     got = tail.classify([gpu], [host], [2])
     assert (got["outliers_host"], got["outliers_device"]) == (0, 1)
@@ -170,7 +170,7 @@ def test_an_outlier_with_launches_on_time_is_the_devices():
 
 
 def test_per_iter_block_keeps_each_processs_host_times():
-    from nccl_bench.engine.sweep import per_iter_block
+    from nccl_bench.measure.sweep import per_iter_block
     # two processes, seconds per iteration; the first iteration skipped: rank 1's late first launch shows as its own
     gpu = [[1e-5, 6e-5, 1e-5, 1e-5], [1e-5, 6.5e-5, 1e-5, 1e-5]]
     host = [[8e-6, 1e-5, 8e-6, 8e-6], [8e-6, 5.5e-5, 8e-6, 8e-6]]

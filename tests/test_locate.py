@@ -8,8 +8,8 @@ import json
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.engine.pairs import tournament
-from nccl_bench.engine.halves import halves
+from nccl_bench.locate.pairs import tournament
+from nccl_bench.locate.halves import halves
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 16])
@@ -79,7 +79,7 @@ def test_bad_input_is_one_line_and_exit_2(args, says):
 
 
 def test_accept_locate_runs_locate_when_accept_fails(tmp_path):
-    from nccl_bench.health.profiles import BUILTIN_DIR
+    from nccl_bench.measure.profiles import BUILTIN_DIR
     profile = json.loads((BUILTIN_DIR / "gloo-cpu.json").read_text())
     for floor in profile["busbw_min_GBps"]:
         floor["min"] = 1e6  # no machine meets it: accept fails, and locate follows the world's all_reduce
@@ -106,7 +106,7 @@ def test_one_rank_says_pairs_need_two_and_checks_its_gpu(tmp_path):
 @pytest.mark.parametrize("nnodes", [2, 3])
 def test_a_slow_node_link_is_named_as_the_link_not_its_gpus(nnodes):
     # node1 sends slowly across the network (tc tbf on its link); its pairs inside the node are fine
-    from nccl_bench.health import suspects as S
+    from nccl_bench.locate import suspects as S
     n = 2 * nnodes
     nodes, local = [f"node{r // 2}" for r in range(n)], [r % 2 for r in range(n)]
     sec = {(s, d): 1.0 if nodes[s] == "node1" != nodes[d] else 0.01 for s in range(n) for d in range(n) if s != d}

@@ -6,10 +6,12 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.health import profiles, selection, verdicts
+from nccl_bench.measure import profiles
+from nccl_bench.accept import selection
+from nccl_bench.accept import verdicts
 from nccl_bench.core.errors import UsageError
 
-ANCHORS = REPO / "tests" / "gpu" / "anchors"  # the committed copy of ../shared/anchors
+ANCHORS = REPO / "nccl_bench" / "report" / "anchordata"
 H200 = ["NVIDIA H200", "NVIDIA H200"]
 
 
@@ -136,13 +138,13 @@ def test_cli_judges_and_writes_junit(tmp_path):
                                                       {"collective": "all_gather", "bytes": 1048576, "busbw": 0.4}],
                                             "latency_us_8B": 80.0, "init_ms_p50": 20.0, "wrong": 0,
                                             "stress_failures": 0})
-    proc = run(["-m", "nccl_bench.health.verdicts", meas, "--profile", "gloo-cpu", "--junit", str(tmp_path / "a.xml")],
+    proc = run(["-m", "nccl_bench.accept.verdicts", meas, "--profile", "gloo-cpu", "--junit", str(tmp_path / "a.xml")],
                timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "accept PASS against profile gloo-cpu" in proc.stdout and (tmp_path / "a.xml").exists()
     impossible = {**json.loads((profiles.BUILTIN_DIR / "gloo-cpu.json").read_text()),
                   "busbw_min_GBps": [{"collective": "all_reduce", "bytes": 1048576, "min": 1e6}]}
-    proc = run(["-m", "nccl_bench.health.verdicts", meas, "--profile", write_json(tmp_path / "imp.json", impossible)],
+    proc = run(["-m", "nccl_bench.accept.verdicts", meas, "--profile", write_json(tmp_path / "imp.json", impossible)],
                timeout=60)
     assert proc.returncode == 1
     assert "FAIL busbw all_reduce 1 MiB: measured 0.5, required >= 1e+06 GB/s" in proc.stdout
@@ -158,13 +160,13 @@ def test_cli_bad_profile_one_line_exit_2(tmp_path, profile, needle):
     if profile == "missing":
         base.pop("wrong_max")
         profile = write_json(tmp_path / "p.json", base)
-    err = one_line_error(run(["-m", "nccl_bench.health.verdicts", meas, "--profile", profile], timeout=60))
+    err = one_line_error(run(["-m", "nccl_bench.accept.verdicts", meas, "--profile", profile], timeout=60))
     assert needle in err
 
 
 def test_a_golden_node_of_several_gpus_records_copy_floors_it_can_load_again(tmp_path):
     # accept's copies name the slowest GPU beside each figure (`d2h_gpu`: 1); only the figures are floors
-    from nccl_bench.health import golden
+    from nccl_bench.accept import golden
     m = {"busbw": {("all_reduce", 1 << 30): 330.0}, "latency_us_8B": 12.0, "init_ms_p50": 45.0,
          "copy_GBps": {"device_GBps": 2860.0, "device_gpu": 1, "h2d_GBps": 53.5, "h2d_gpu": 0,
                        "d2h_GBps": 54.6, "d2h_gpu": 1}}

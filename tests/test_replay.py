@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.report import traces
+from nccl_bench.replay import traces
 
 JOB = REPO / "tests" / "jobs" / "frjob.py"
 RANKS = 4

@@ -6,8 +6,10 @@ import json
 import random
 
 from nccl_bench.core.results import SCHEMA_VERSION
-from nccl_bench.health import golden, profiles, verdicts
-from nccl_bench.report import fleet
+from nccl_bench.accept import golden
+from nccl_bench.measure import profiles
+from nccl_bench.accept import verdicts
+from nccl_bench.fleet import outliers as fleet
 
 M = {"replay_sequence_us": 1000.0, "replay_trace_us": 900.0, "replay_wrong": 0, "replay_workload": "abc",
      "replay_spread": 0.02, "replay_max_slowdown": 1.25}

@@ -4,7 +4,7 @@ import json
 import re
 
 from helpers import run
-from nccl_bench.health import probe
+from nccl_bench.accept import staleprobe as probe
 from nccl_bench.comm.scenario import Groups, key_layout
 
 # What c10d, gloo and torch write (never our own lines): glog-style prefixes and their words.

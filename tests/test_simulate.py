@@ -5,7 +5,7 @@ import pytest
 
 from helpers import run
 from nccl_bench.core.errors import UsageError
-from nccl_bench.engine.simulate import SimulateOptions, estimate_bytes
+from nccl_bench.init.scale import SimulateOptions, estimate_bytes
 
 
 def rows_by_config(doc):

@@ -15,11 +15,12 @@ from nccl_bench.core import resources
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.stats import percentile
 from nccl_bench.core.streaming import EXACT_CAP, Quantiles, Trend
-from nccl_bench.health.leaks import LeakWatch, floor_of
+from nccl_bench.measure.leaks import LeakWatch, floor_of
 from stress.diagnose import History
 from stress.inject import Injection
 from stress.loop import ranges
-from stress.sweep import Sweeper, own_keys
+from stress.record import RankRecord
+from stress.storekeys import Sweeper, own_keys
 
 ARGS = ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--skew-max", "0", "--leak-every", "10"]
 
@@ -88,7 +89,7 @@ def test_a_torch_init_under_its_own_prefix_leaves_its_id_key_to_the_sweeper(mode
     comm._store.set("0//cuda//UniqueNCCLID:1", bytes(128))  # this rank's, as PyTorch publishes it
     comm._store.get("0//cuda//UniqueNCCLID:0")
     comm._record(plan)
-    keys = own_keys(5, 1, {"evidence": comm.ids_used.evidence()}, behind=True, check_ids=False, held=False)
+    keys = own_keys(5, 1, RankRecord(1, evidence=comm.ids_used.evidence()), behind=True, check_ids=False, held=False)
     assert ("torch/stress/5/0//cuda//UniqueNCCLID:1" in keys) == swept, keys
     assert not any(k.endswith("UniqueNCCLID:0") for k in keys)  # another root's: that rank deletes its own
 
@@ -160,7 +161,7 @@ def test_a_resumed_run_is_judged_on_one_process_not_across_two():
 def test_history_remembers_a_bounded_number_of_rounds():
     h = History(keep=8)
     for r in range(100):
-        h.add("scoped", r, [{"evidence": {"published_root": 0, "published": f"fp{r}"}}])
+        h.add("scoped", r, [RankRecord(0, evidence={"published_root": 0, "published": f"fp{r}"})])
     assert len(h.by_fp) == 8 and h.origin("fp99", "scoped") == "round 99"
     assert "last 8 rounds" in h.origin("fp0", "scoped")
 
@@ -181,13 +182,13 @@ def test_the_sweeper_deletes_a_round_only_once_every_rank_is_done_with_it():
             self.deleted.append(k)
     store = Store()
     s = Sweeper(store, depth=2)
-    rec = {"evidence": {"published_root": 0, "keys": ["5:UniqueNCCLID:0"], "namespace": "stress"}}
+    rec = RankRecord(0, evidence={"published_root": 0, "keys": ["5:UniqueNCCLID:0"], "namespace": "stress"})
     s.add(5, own_keys(5, 0, rec, behind=True, check_ids=False, held=False))
     s.started(8)
     assert not store.deleted  # 8 - 2 - 2 = 4 < 5
     s.started(9)
     assert "stress/5/rec/0" in store.deleted and "stress/5:UniqueNCCLID:0" in store.deleted
-    stock = {"evidence": {"published_root": 0, "keys": ["UniqueNCCLID:0"], "namespace": "stress"}}
+    stock = RankRecord(0, evidence={"published_root": 0, "keys": ["UniqueNCCLID:0"], "namespace": "stress"})
     assert not any("UniqueNCCLID" in k for k in own_keys(6, 0, stock, True, False, False))
 
 

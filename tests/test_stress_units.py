@@ -9,7 +9,8 @@ from nccl_bench.job.options import JobOptions
 from stress import journal, schedule
 from stress.diagnose import History, judge
 from stress.options import Injection, StressOptions
-from stress.verify import CHECKS, ROOT
+from stress.record import RankRecord
+from stress.verify import ROOT, Verification
 
 
 def test_schedule_is_seeded_and_printable():
@@ -22,9 +23,8 @@ def test_schedule_is_seeded_and_printable():
     assert "seed 7" in text and len(text.splitlines()) == 2 + 5
 
 
-def _simulate(name, n, c):
-    """Each collective's semantics applied to the table's inputs, as a reference."""
-    sends = [CHECKS[name].send(r, n, c) for r in range(n)]
+def _simulate(name, n, lays, sends):
+    """Each collective's semantics applied to the ranks' inputs, as a reference."""
     total = sum(sends)
     chunks = [s.chunk(n) for s in sends]
     return {
@@ -39,29 +39,38 @@ def _simulate(name, n, c):
 
 
 def test_option_names_the_verification_collectives():
-    """--collective is checked without torch against this list; stress.verify holds the records."""
+    """--collective is checked without torch against this list; the measuring floor's table holds them."""
+    from nccl_bench.measure import collectives
     from stress.options import COLLECTIVES
-    assert tuple(CHECKS) == COLLECTIVES
+    assert set(COLLECTIVES) <= set(collectives.NAMES)
 
 
-@pytest.mark.parametrize("name", sorted(CHECKS))
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
+                                  "sendrecv"])
 @pytest.mark.parametrize("n", [2, 3])
-def test_verification_expectations_are_exact(name, n):
-    check, c = CHECKS[name], 5
-    ref = _simulate(name, n, c)
-    for r in range(n):
-        want = check.expect(r, n, c)
+@pytest.mark.parametrize("nbytes", [4, 4096])
+def test_verification_finds_the_exact_result_and_the_rank_that_spoiled_it(name, n, nbytes):
+    """The round's check is the measuring floor's: a result computed from the inputs' semantics has no wrong
+    element, and one changed element is found and, where no reduction hides it, traced to its source."""
+    ver = [Verification(name, nbytes, r, n) for r in range(n)]
+    sends = [v.buffers("cpu")[0] for v in ver]
+    ref = _simulate(name, n, [v.layout for v in ver], sends)
+    for r, v in enumerate(ver):
         got = ref(r)
-        if want is None:
-            assert got is None
+        if got is None:
+            assert v.layout.recv and v.wrong(torch.full((v.layout.recv,), float("nan"))) == 0
             continue
-        assert want.shape == (check.recv_count(n, c),)
-        assert torch.equal(want, got), (name, n, r)
+        got = got.clone()
+        assert got.numel() == v.layout.recv and v.wrong(got) == 0 and v.input_wrong(sends[r]) == 0
+        got[-1] += 1
+        assert v.wrong(got) == 1
+        sources = v.sources(got)
+        assert sources is None if name in ("all_reduce", "reduce_scatter", "reduce") else len(sources) == 1
 
 
 def _rec(rank, fps, pub_root=-1, pub="", verdict="ok", error=None):
     ev = {"fingerprints": fps, "published_root": pub_root, "published": pub}
-    return {"rank": rank, "verdict": verdict, "error": error, "wrong": 0, "evidence": ev}
+    return RankRecord(rank, verdict=verdict, error=error, evidence=ev)
 
 
 def test_diagnosis_names_the_stale_root_and_its_round():
@@ -90,13 +99,25 @@ def test_diagnosis_of_wrong_results_and_caught_stale_ids():
     h = History()
     h.add("stock", 2, [_rec(1, ["x", "old"], 1, "old")])
     w = _rec(0, ["a"], 0, "a", "wrong")
-    w["wrong"] = 3
+    w.wrong = 3
     row = judge("scoped", 0, 1, [w], [], h)
     assert row["verdict"] == "wrong" and row["wrong"] == 3 and "3 wrong elements" in row["diagnosis"]
     caught = [_rec(0, ["n0", "old"], 0, "n0", "stale"), _rec(1, ["n0", "n1"], 1, "n1", "stale")]
     row = judge("stock", 3, 2, caught, [], h)
     assert row["verdict"] == "stale"
     assert row["diagnosis"].startswith("stale ID caught before init: rank 0 held root 1's ID from round 2")
+
+
+def test_a_rank_record_keeps_its_json_form_and_reads_back_from_the_journal(tmp_path):
+    rec = RankRecord(1, verdict="wrong", wrong=2, phases=["bootstrap", "init", "verify"], wrong_from=[0])
+    assert "sample" not in rec.to_json() and RankRecord.from_json(rec.to_json()) == rec
+    assert RankRecord.from_json({**rec.to_json(), "added_later": 1}) == rec  # a newer journal's extra key
+    w = journal.Writer(tmp_path / "j.jsonl", {"options": {}})
+    w.round({"mode": "scoped", "round": 0, "verdict": "wrong", "ranks": [None, rec]})
+    w.close()
+    line = json.loads((tmp_path / "j.jsonl").read_text().splitlines()[1])
+    assert line["ranks"] == [None, rec.to_json()]
+    assert journal.read(tmp_path / "j.jsonl").rounds[0]["ranks"] == [None, rec]
 
 
 def test_journal_reads_torn_lines_and_rejects_foreign_files(tmp_path):
@@ -107,7 +128,7 @@ def test_journal_reads_torn_lines_and_rejects_foreign_files(tmp_path):
     with open(p, "a") as f:
         f.write('{"type":"round","mode":"stock","rou')  # a kill in the middle of a line
     c = journal.read(p)
-    assert [r["round"] for r in c.rounds] == [0] and c.torn == 1
+    assert [r["round"] for r in c.rounds] == [0] and c.torn == 1 and c.rounds[0]["ranks"] == []
     w = journal.Writer(p)  # resume appends after a clean newline
     w.round({"mode": "stock", "round": 1, "verdict": "ok"})
     w.close()

@@ -12,9 +12,10 @@ from nccl_bench.core.errors import CommError, UsageError
 from nccl_bench.comm.lifetime import destroy_note
 from nccl_bench.job.options import JobOptions
 from nccl_bench.comm.reaper import Reaper
-from stress.behind import Behind
+from stress.inflight import Behind
 from stress.diagnose import History, judge
 from stress.options import StressOptions
+from stress.record import RankRecord
 
 
 class Comm:
@@ -58,9 +59,8 @@ def test_the_reaper_reports_each_teardown_by_key_and_bounds_it():
 
 def test_a_destroy_that_fails_behind_the_rounds_fails_its_own_round():
     history = History()
-    rec = {"verdict": "ok", "error": None, "wrong": 0, "evidence": None, "phases": ["bootstrap", "init", "verify",
-           "destroy"], "late_s": 0.0, "input_wrong": 0, "teardown_s": None}
-    records = [dict(rec, rank=0), dict(rec, rank=1)]
+    phases = ["bootstrap", "init", "verify", "destroy"]
+    records = [RankRecord(r, phases=list(phases), late_s=0.0) for r in (0, 1)]
     row = {"seq": 7, "mode": "scoped", "round": 7, **judge("scoped", 7, 2, records, [], history), "ranks": records}
     assert row["verdict"] == "ok"
     behind = Behind(SimpleNamespace(nranks=2, rank=0), depth=2, timeout=1.0, history=history)
@@ -68,8 +68,8 @@ def test_a_destroy_that_fails_behind_the_rounds_fails_its_own_round():
             "rank": 1, "host": "h", "phase": "destroy"}
     behind.complete(row, [], {"timeout": 1.0}, [{"op": "destroy", "seconds": 0.5, "ok": True, "error": None},
                                                 {"op": "destroy", "seconds": None, "ok": False, "error": hang}])
-    assert row["verdict"] == "hang" and row["ranks"][0]["teardown_s"] == 0.5 and row["destroy_ms"] is None
-    assert row["ranks"][1]["teardown_error"] == hang
+    assert row["verdict"] == "hang" and row["ranks"][0].teardown_s == 0.5 and row["destroy_ms"] is None
+    assert row["ranks"][1].teardown_error == hang
     assert "hang on rank 1 in destroy: destroy did not finish: 11s" in row["diagnosis"]
     assert "rank 0 never entered" not in row["diagnosis"]  # rank 0 was in destroy too
 

@@ -109,7 +109,7 @@ class TorchCommunicator(Communicator):
         os.environ["TORCH_NCCL_RANKS_PER_ROOT"] = str(_ranks_per_root(plan))
         # Nonblocking init, so PyTorch itself gives up at the deadline instead of hanging; bench asks for
         # PyTorch's default, blocking, as its users run it: a nonblocking communicator makes PyTorch
-        # poll NCCL after every collective (3-6 x a plain dist.all_reduce loop per op on 2 x H200).
+        # poll NCCL after every collective, several times slower per op (docs/validation.md).
         os.environ["TORCH_NCCL_USE_COMM_NONBLOCKING"] = "0" if plan.blocking else "1"
         os.environ["TORCH_NCCL_NONBLOCKING_TIMEOUT"] = str(max(1, math.ceil(deadline.remaining())))
         t0 = time.perf_counter()
@@ -226,7 +226,7 @@ class TorchCommunicator(Communicator):
 
     # Collectives go as users write them, async_op=False: PyTorch (2.8+) then launches NCCL on the
     # current stream itself. async_op=True would launch on its internal stream, fenced by two events
-    # and two stream waits per op, and stash the tensors: 1.1-1.9 x a plain loop per op on 2 x H200.
+    # and two stream waits per op, and stash the tensors: slower than a plain loop (docs/validation.md).
     # Either way nothing waits on the host here; wait() bounds what is in flight.
     def _issued(self, *works) -> None:
         """Point-to-point batches are always asynchronous: the current stream waits for each (no host

@@ -1,7 +1,6 @@
-"""commands: one module per command (bench, init, accept, doctor, locate, fleet, info, smoke, report, replay) and
-the asv suite's logic; each parses its options and delegates. This file is the table of
-commands: name -> module with main(argv), imported lazily. May import every other folder;
-nothing imports it."""
+"""commands: the table of entry points, name -> the module whose main(argv) runs it (each in its
+feature's room, or stress), imported lazily so that `nccl-bench --help` and a bad option stay fast.
+The layer test reads the module names here as imports. May import every other folder; nothing imports it."""
 from __future__ import annotations
 
 import importlib
@@ -9,17 +8,17 @@ import importlib
 from nccl_bench.core.errors import UsageError
 
 COMMANDS = {
-    "info": ("nccl_bench.commands.info", "versions, GPUs, links, launcher, stale-key verdict"),
-    "smoke": ("nccl_bench.commands.smoke", "one init + checked all_reduce + destroy per init mode"),
-    "init": ("nccl_bench.commands.initbench", "init latency per phase and mode; --simulate-ranks N: ID exchange at scale"),
-    "bench": ("nccl_bench.commands.bench", "nccl-tests-style busbw sweep of every collective (table + JSON)"),
+    "info": ("nccl_bench.accept.info", "versions, GPUs, links, launcher, stale-key verdict"),
+    "smoke": ("nccl_bench.accept.smoke", "one init + checked all_reduce + destroy per init mode"),
+    "init": ("nccl_bench.init.command", "init latency per phase and mode; --simulate-ranks N: ID exchange at scale"),
+    "bench": ("nccl_bench.bench.command", "nccl-tests-style busbw sweep of every collective (table + JSON)"),
     "stress": ("stress.command", "churn communicator re-inits under skew; verdicts, diagnosis, journal"),
-    "accept": ("nccl_bench.commands.accept", "doctor + bandwidth + init + short stress judged by a hardware profile"),
-    "doctor": ("nccl_bench.commands.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
-    "locate": ("nccl_bench.commands.locate", "name the GPU, link or node that drags collectives down: pairs, bisection"),
-    "fleet": ("nccl_bench.commands.fleet", "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
-    "report": ("nccl_bench.commands.report", "markdown report with plots from result files; --compare: run-to-run ratios"),
-    "replay": ("nccl_bench.commands.replay", "a job's collectives from its Flight Recorder dumps or profiler trace, "
+    "accept": ("nccl_bench.accept.command", "doctor + bandwidth + init + short stress judged by a hardware profile"),
+    "doctor": ("nccl_bench.accept.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
+    "locate": ("nccl_bench.locate.command", "name the GPU, link or node that drags collectives down: pairs, bisection"),
+    "fleet": ("nccl_bench.fleet.command", "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
+    "report": ("nccl_bench.report.command", "markdown report with plots from result files; --compare: run-to-run ratios"),
+    "replay": ("nccl_bench.replay.command", "a job's collectives from its Flight Recorder dumps or profiler trace, "
                "run here and judged against the job"),
 }
 

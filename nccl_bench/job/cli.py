@@ -10,8 +10,9 @@ from datetime import timedelta
 from dataclasses import dataclass
 from typing import Callable
 
-from nccl_bench import Terminated, interrupted, stopping, terminated
+from nccl_bench import SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
 from nccl_bench.core import launch
+from nccl_bench.job import launcher
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
                                UsageError)
@@ -132,7 +133,7 @@ def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: s
                    **kw) -> int:
     """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
     stem = logs.fix_stem(result, command_name(launch_argv), verbose)
-    code = launch.self_launch(nranks, launch_argv, **kw)
+    code = launcher.self_launch(nranks, launch_argv, **kw)
     if code == EXIT_FAILED and stem is not None:
         print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
     return code
@@ -151,13 +152,13 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
         return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, max_restarts=max_restarts)
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
-    launch.die_with_parent()
+    launcher.die_with_parent()
     logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose, ident.run_id)
     from nccl_bench.job.store import JobStore
     try:
         store = JobStore(ident, timeout=store_timeout)
     except StoreUnreachable as e:
-        if ident.rank == 0 or not os.environ.get(launch.SELF_LAUNCH_ENV):
+        if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
             print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     job = Job(ident, store)

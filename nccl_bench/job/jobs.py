@@ -24,8 +24,9 @@ from nccl_bench.core.sysinfo import REPO
 class JobFailed(RuntimeError):
     """The job exited non-zero or timed out; the message carries its reason."""
 
-    def __init__(self, argv: list[str], reason: str, code: int | None = None):
+    def __init__(self, argv: list[str], reason: str, code: int | None = None, last_line: str = ""):
         self.argv, self.reason, self.code = argv, reason, code
+        self.last_line = last_line or reason  # the job's own last line (its one line, on bad input)
         super().__init__(f"{' '.join(argv[:4])} ...: {reason}")
 
 
@@ -50,7 +51,8 @@ def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: di
             raise
         if proc.returncode not in ok_codes or not out.exists():
             tail = (stderr or stdout or "").strip().splitlines()[-3:]
-            raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail) or 'no output'}", proc.returncode)
+            raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail) or 'no output'}", proc.returncode,
+                            tail[-1] if tail else "")
         try:
             return json.loads(out.read_text())
         except (OSError, ValueError) as e:

@@ -1,3 +1,4 @@
-"""report: reading results back. Readers for every result kind (ours and nccl-tests'),
-run-to-run comparison and the report's figures. May import core and engine; never health's
-checks, job or commands."""
+"""report: result files read back. The command, readers for every result kind (ours, nccl-tests' and
+asv's), run-to-run comparison, the markdown document and its sections, figures (plot, timeline,
+historyplot, with nccl-tests' anchors from anchordata/), and the asv history with its step detection.
+May import the shared floors and stress's round tally; never another feature."""

@@ -1,13 +1,12 @@
 """The reference lines a bench figure draws: the link's peak and nccl-tests' anchors for the
-machine (tests/gpu/anchors/<machine>_*.csv, the committed copy of shared/anchors)."""
+machine (anchordata/<machine>_*.csv beside this module, the committed copy of shared/anchors)."""
 from __future__ import annotations
 
 import csv
-
-from nccl_bench.core.sysinfo import REPO
+from pathlib import Path
 
 LINK_GBPS = {"H100": 26.56, "H200": 26.56, "GH200": 26.56}
-ANCHORS = REPO / "tests" / "gpu" / "anchors"
+ANCHORS = Path(__file__).resolve().parent / "anchordata"
 ANCHOR_STYLE = {"nccl-tests": (0, (1, 1.2)), "nccl-tests ring": (0, (1, 1.2)), "nccl-tests tree": (0, (4, 1.5, 1, 1.5)),
                 "nccl-tests graph": (0, (5, 2))}
 

@@ -122,7 +122,8 @@ class Report:
     # --- init ---------------------------------------------------------------------------------
     def section_init(self, results) -> None:
         from nccl_bench.comm.plan import PHASES
-        from nccl_bench.report import inits, plot
+        from nccl_bench.report import plot
+        from nccl_bench.measure import initrows
         self.add("## Communicator init (init)", "",
                  "Boxes: ok inits of measured rounds, every rank; failed inits are counted under each mode.", "")
         self.image(plot.init_phases(results, list(PHASES), self.out / "init-phases.png"),
@@ -130,11 +131,11 @@ class Report:
         for res in results:
             body = [[s["mode"], s["phase"], s["n"], *(_num(None if s[k] is None else s[k] * 1e3) for k in
                                                       ("median", "p90", "p99", "max"))]
-                    for s in inits.summarize(res.rows) if s["key"] != "failed_after_s" or s["n"]]
+                    for s in initrows.summarize(res.rows) if s["key"] != "failed_after_s" or s["n"]]
             self.add(f"### {res.given}", "", md_table(body, ["mode", "phase", "n", "median ms", "p90 ms", "p99 ms",
                                                             "max ms"]), "")
-            stale = inits.stale_rounds(inits.measured(res.rows))
-            for mode, f in inits.failures(res.rows).items():
+            stale = initrows.stale_rounds(initrows.measured(res.rows))
+            for mode, f in initrows.failures(res.rows).items():
                 kinds = ", ".join(f"{k} {n}" for k, n in sorted(f["kinds"].items()))
                 proof = f"; stale IDs proven in {len(stale[mode])} round(s)" if stale.get(mode) else ""
                 self.add(f"- {mode}: {f['failed']} of {f['inits']} inits failed" + (f" ({kinds})" if kinds else "")
@@ -156,7 +157,7 @@ class Report:
     # --- stress -------------------------------------------------------------------------------
     def section_stress(self, results) -> None:
         from nccl_bench.report import timeline
-        from nccl_bench.report.rounds import COLUMNS, summarize
+        from stress.tally import COLUMNS, summarize
         self.add("## Re-init churn (stress journal)", "")
         for res in results:
             self.add(f"### {res.given}", "")
@@ -231,13 +232,13 @@ class Report:
         self._generic("Preflight health (doctor)", results)
 
     def section_accept(self, results) -> None:
-        from nccl_bench.report.nodes import accept_lines
+        from nccl_bench.report.nodesections import accept_lines
         self.add("## Acceptance verdicts (accept)", "")
         for res in results:
             self.add(*accept_lines(res, md_table))
 
     def section_locate(self, results) -> None:
-        from nccl_bench.report.nodes import locate_lines
+        from nccl_bench.report.nodesections import locate_lines
         self.add("## Suspects (locate)", "")
         for res in results:
             self.add(*locate_lines(res, md_table, self.out))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from nccl_bench.report.plot import MARKERS, PALETTE, _figure, _save
+from nccl_bench.core.figures import MARKERS, PALETTE, figure, save
 
 PANEL_SPLIT = 8  # more series than this: one panel per value of the first parameter
 MAX_PANEL_COLUMNS = 3
@@ -34,7 +34,7 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
     panels = _panels(history.of(machine, name))
     cols = min(MAX_PANEL_COLUMNS, len(panels))
     rows = math.ceil(len(panels) / cols)
-    fig, axes = _figure(rows, cols, figsize=(5.2 * cols + 1.5, 3.4 * rows + 0.8), squeeze=False)
+    fig, axes = figure(rows, cols, figsize=(5.2 * cols + 1.5, 3.4 * rows + 0.8), squeeze=False)
     bad = {(r.params, r.first_bad.sha): r for r in history.regressions if r.machine == machine and r.benchmark == name}
     x_of = {c.sha: i for i, c in enumerate(commits)}
     unit = None
@@ -68,7 +68,7 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
     versions = "; ".join(dict.fromkeys(_versions(c.versions) for c in commits if c.versions)) or "versions unknown"
     fig.suptitle(f"{name} on {machine}: commits oldest to newest\n{versions}", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _versions(v: dict) -> str:

@@ -10,27 +10,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-matplotlib.use("Agg")  # headless: no display, same output everywhere
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from nccl_bench.core.figures import MARKERS, PALETTE, figure, save
+from nccl_bench.report.anchors import ANCHOR_STYLE, anchor_lines, link_peak
 
-from nccl_bench.report.anchors import ANCHOR_STYLE, anchor_lines, link_peak  # noqa: E402
-
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 # stress: modes in blues/greens, failures in the warm colours (and by marker)
 MODE_PALETTE = ("#0072B2", "#009E73", "#56B4E9", "#666666")
 VERDICT_STYLE = {"hang": ("X", "#D55E00"), "error": ("s", "#CC79A7"), "wrong": ("D", "#E69F00"),
                  "stale": ("^", "#000000")}
-STYLE = {"figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
-         "savefig.transparent": False, "text.color": "#1a1a1a", "axes.labelcolor": "#1a1a1a",
-         "axes.edgecolor": "#555555", "xtick.color": "#1a1a1a", "ytick.color": "#1a1a1a",
-         "axes.grid": True, "grid.color": "#b0b0b0", "grid.linewidth": 0.6, "grid.alpha": 0.7,
-         "font.size": 9, "axes.titlesize": 10, "figure.titlesize": 11, "legend.fontsize": 8,
-         "legend.framealpha": 0.9, "legend.facecolor": "white", "legend.edgecolor": "#888888"}
-# GB/s per NVLink per direction, by GPU model (NVLink 4); other GPUs: no peak drawn
 SMALL_BYTES = 1 << 20  # the latency plot's sizes
 
 
@@ -50,17 +39,6 @@ def _size_axis(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: size_label(v)))
     ax.set_xlabel("size (bytes of the largest buffer; K/M/G = 2^10/2^20/2^30)")
-
-
-def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
-def _figure(*args, **kw):
-    with plt.rc_context(STYLE):
-        return plt.subplots(*args, **kw)
 
 
 def _titles(results) -> str:
@@ -109,7 +87,7 @@ def _bench_lines(results, collective: str, max_size: float | None = None):
 
 def busbw(results, collective: str, path: Path) -> Path:
     """busbw vs size for one collective: out-of-place solid, in-place dashed; link peak and anchors."""
-    fig, ax = _figure(figsize=(8, 4.8))
+    fig, ax = figure(figsize=(8, 4.8))
     for i, (label, pts) in enumerate(_bench_lines(results, collective).items()):
         c, m = PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]
         xs = [s for s, _ in pts]
@@ -130,7 +108,7 @@ def busbw(results, collective: str, path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.set_title(f"busbw vs size: {collective}\n{_titles(results)}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def latency(results, collectives: list[str], path: Path) -> Path:
@@ -138,7 +116,7 @@ def latency(results, collectives: list[str], path: Path) -> Path:
     n = len(collectives)
     cols = 1 if n == 1 else 2
     rows = math.ceil(n / cols)
-    fig, axes = _figure(rows, cols, figsize=(8.5 * cols, 3.9 * rows), squeeze=False)
+    fig, axes = figure(rows, cols, figsize=(8.5 * cols, 3.9 * rows), squeeze=False)
     machine = results[0].machine
     for ax, name in zip(axes.flat, collectives):
         for i, (label, pts) in enumerate(_bench_lines(results, name, SMALL_BYTES).items()):
@@ -164,7 +142,7 @@ def latency(results, collectives: list[str], path: Path) -> Path:
         ax.set_visible(False)
     fig.suptitle(f"latency at small sizes (<= 1M; eager solid, CUDA graph dashed)\n{_titles(results)}")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # --- init -------------------------------------------------------------------------------------
@@ -178,7 +156,7 @@ def init_phases(results, phases: list[tuple[str, str]], path: Path) -> Path:
             mine = [r for r in rows if r["mode"] == mode]
             ok = [r for r in mine if r["outcome"] == "ok"]
             groups.append((mode + (f"\n[{res.path.stem}]" if many else ""), ok, len(mine) - len(ok)))
-    fig, axes = _figure(1, len(phases), figsize=(1.5 + 0.75 * max(len(groups), 2) * len(phases), 4.8), squeeze=False)
+    fig, axes = figure(1, len(phases), figsize=(1.5 + 0.75 * max(len(groups), 2) * len(phases), 4.8), squeeze=False)
     for ax, (label, key) in zip(axes.flat, phases):
         data = [[r[key] * 1e3 for r in ok if r[key] is not None] for _, ok, _ in groups]
         positions = [i + 1 for i, d in enumerate(data) if d]
@@ -203,7 +181,7 @@ def init_phases(results, phases: list[tuple[str, str]], path: Path) -> Path:
         ax.set_ylabel("ms")
     fig.suptitle(f"communicator init per phase and mode (ok inits, every rank)\n{_titles(results)}")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # --- comparison -------------------------------------------------------------------------------
@@ -212,7 +190,7 @@ _VERDICT_MARK = {"regression": ("v", "#D55E00"), "improvement": ("^", "#009E73")
 
 def compare_bench(rows: list[dict], collective: str, title: str, path: Path) -> Path:
     """busbw ratio (this run / the other) per size, per series; flagged sizes marked."""
-    fig, ax = _figure(figsize=(8, 4.4))
+    fig, ax = figure(figsize=(8, 4.4))
     mine = [r for r in rows if r["collective"] == collective]
     series = list(dict.fromkeys((r["series"], r["place"]) for r in mine))
     for i, (s, place) in enumerate(series):
@@ -232,13 +210,13 @@ def compare_bench(rows: list[dict], collective: str, title: str, path: Path) -> 
     ax.set_ylabel("busbw ratio (this run / compared run)")
     ax.set_title(f"run-to-run: {collective}\n{title}")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def compare_bars(rows: list[dict], what: str, ylabel: str, title: str, path: Path) -> Path:
     """Ratio per (group, item) as a point on a log axis; the grey bar around 1 is its no-change zone
     (the measured spread); regressions and improvements are coloured and marked."""
-    fig, ax = _figure(figsize=(max(5.5, 0.5 * len(rows) + 2.5), 4.6))
+    fig, ax = figure(figsize=(max(5.5, 0.5 * len(rows) + 2.5), 4.6))
     lo_cap, hi_cap = 0.2, 5.0  # zones wider than this are drawn to the edge
     for x, r in enumerate(rows):
         thr = r["threshold"] or 0.0
@@ -265,8 +243,8 @@ def compare_bars(rows: list[dict], what: str, ylabel: str, title: str, path: Pat
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel(ylabel)
     ax.set_title(f"run-to-run: {what}\n{title}", pad=16)
-    handles = [plt.Line2D([], [], color="#bbbbbb", lw=7, label="no-change zone (measured spread)")]
+    handles = [Line2D([], [], color="#bbbbbb", lw=7, label="no-change zone (measured spread)")]
     for v, (marker, colour) in (("no change", ("o", "#333333")), *_VERDICT_MARK.items()):
-        handles.append(plt.Line2D([], [], ls="", marker=marker, color=colour, label=v))
+        handles.append(Line2D([], [], ls="", marker=marker, color=colour, label=v))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save(fig, path)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 from nccl_bench.core import stats
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.results import SCHEMA_VERSION

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nccl_bench.report.plot import MODE_PALETTE, VERDICT_STYLE, _figure, _save
+from nccl_bench.core.figures import figure, save
+from nccl_bench.report.plot import MODE_PALETTE, VERDICT_STYLE
 
 
 ROLLING_FROM = 400  # rounds: up to this many, a marker per round; beyond, rolling percentiles
@@ -18,9 +19,9 @@ def stress_timeline(result, path: Path) -> Path:
     rows = sorted(result.rows, key=lambda r: r["seq"])
     sampled = any(r.get("samples") for r in rows)
     if sampled:
-        fig, (ax, rx) = _figure(2, 1, figsize=(9, 7.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+        fig, (ax, rx) = figure(2, 1, figsize=(9, 7.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     else:
-        fig, ax = _figure(figsize=(9, 4.4))
+        fig, ax = figure(figsize=(9, 4.4))
     ok_times = [r["init_ms"] for r in rows if r.get("init_ms") is not None]
     rolling = len(rows) > ROLLING_FROM
     top = (_rolling_top(ok_times) if rolling else max(ok_times, default=1.0)) * 1.25
@@ -58,7 +59,7 @@ def stress_timeline(result, path: Path) -> Path:
     if sampled:
         _resources(rx, rows)
     (rx if sampled else ax).set_xlabel("round (in run order)")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _rolling_top(values: list[float]) -> float:

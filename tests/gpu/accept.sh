@@ -15,7 +15,7 @@ step() { local name=$1; shift; echo "== $name: $*"; timeout -s KILL 400 "$@" > "
          grep -E "^accept|^PASS|^FAIL|^locate|^GPU|^SUSPECT|^BAD|^fleet" "$W/$name.log" | head -40; echo "exit $(cat $W/$name.rc)"; }
 python3 - "$W" <<'PY'
 import json, sys
-from nccl_bench.health import derive, profiles, selection, topology
+from nccl_bench.accept import derive; from nccl_bench.measure import profiles; from nccl_bench.accept import selection; from nccl_bench.accept import topology
 f = topology.read()
 print("facts:", f)
 p = selection.choose(None, "nccl", selection.detected_gpu_names(), f)

@@ -32,7 +32,7 @@ echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=c
 } > $L 2>&1
 python3 - "$OUT" <<'PY'
 import itertools, json, math, sys
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 from pathlib import Path
 out = Path(sys.argv[1])
 files = [f for f in Path("results/asv").glob("*/*.json") if f.name not in ("machine.json",)]

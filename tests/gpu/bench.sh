@@ -3,7 +3,7 @@
 # If .nccltests/ holds nccl-tests' source (not committed: carry it), it is built here and run in the
 # same call with the same settings as ours (-n 20 -w 5 -c 1), in both process layouts, the tools
 # alternated: ours then theirs, REPS (default 3) times, one cycle each:
-#   1proc  one process driving every GPU (-g N), as the committed anchors (tests/gpu/anchors) were run;
+#   1proc  one process driving every GPU (-g N), as the committed anchors (nccl_bench/report/anchordata) were run;
 #   mpi    one process per GPU (mpiexec -n N ... -g 1, MPICH carried in .whl/mpi), as ours runs.
 # NCCL's transport per layout (`via P2P/...` lines of NCCL_DEBUG=INFO) goes to $OUT/transports.txt.
 # Ours (JSON under $OUT, the full runs are the ones to commit under results/):

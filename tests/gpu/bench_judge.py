@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nccl_bench.report import readers
 
-ANCHORS = Path("tests/gpu/anchors")
+ANCHORS = Path("nccl_bench/report/anchordata")
 BIG = 64 << 20
 KEY = {8, 512 << 10, 64 << 20, 1 << 30, 8 << 30}
 PLACES = (("out_of_place", "oop"), ("in_place", "ip"))

@@ -17,7 +17,7 @@ step() {  # step NAME EXPECTED_EXIT CMD...: run, log, remember the exit code
 {
 python3 -m pip list 2>/dev/null | grep -iE "^(torch|nvidia-ml-py|nccl4py|lxml|pytest) "
 python3 - <<'EOF' > $OUT/counters_before.json
-import json; from nccl_bench.health import gpu; print(json.dumps(gpu.read_counters()))
+import json; from nccl_bench.measure import gpucounters; print(json.dumps(gpucounters.read_counters()))
 EOF
 echo "counters before: $(cat $OUT/counters_before.json)"
 
@@ -27,14 +27,14 @@ step "doctor NCCL_ALGO=Ring warns only" 0 env NCCL_ALGO=Ring python3 -m nccl_ben
 step "doctor bad --junit folder" 2 python3 -m nccl_bench doctor --junit /no/such/dir/x.xml
 
 python3 - <<'EOF' > $OUT/counters_after.json
-import json; from nccl_bench.health import gpu; print(json.dumps(gpu.read_counters()))
+import json; from nccl_bench.measure import gpucounters; print(json.dumps(gpucounters.read_counters()))
 EOF
 echo "counters after: $(cat $OUT/counters_after.json)"
 
 # Measurements at the anchors' level (no bench here: the lead wires bench/init/stress), real counters.
 python3 - "$OUT" <<'EOF'
 import json, sys
-from nccl_bench.health import profiles
+from nccl_bench.measure import profiles
 out = sys.argv[1]
 p = profiles.load("h200x2")
 m = {"busbw": [{"collective": f.collective, "bytes": f.bytes, "busbw": round(f.min_GBps / 0.95, 1)} for f in p.busbw],
@@ -49,11 +49,11 @@ json.dump(imp, open(f"{out}/impossible.json", "w"), indent=1)
 bad = dict(imp); bad.pop("init_max_ms")
 json.dump(bad, open(f"{out}/missing_field.json", "w"))
 EOF
-step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
-step "judge impossible profile" 1 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
-step "judge profile missing a field" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile $OUT/missing_field.json
-step "judge unknown profile" 2 python3 -m nccl_bench.health.verdicts $OUT/measurements.json --profile nosuchx8
-python3 -c "from nccl_bench.health import selection, topology; print('auto-chosen profile:', selection.choose(None, 'nccl', selection.detected_gpu_names(), topology.read()).name)"
+step "judge h200x2 (anchor numbers, real counters)" 0 python3 -m nccl_bench.accept.verdicts $OUT/measurements.json --profile h200x2 --junit $OUT/accept_ok.xml
+step "judge impossible profile" 1 python3 -m nccl_bench.accept.verdicts $OUT/measurements.json --profile $OUT/impossible.json --junit $OUT/accept_fail.xml
+step "judge profile missing a field" 2 python3 -m nccl_bench.accept.verdicts $OUT/measurements.json --profile $OUT/missing_field.json
+step "judge unknown profile" 2 python3 -m nccl_bench.accept.verdicts $OUT/measurements.json --profile nosuchx8
+python3 -c "from nccl_bench.accept import selection; from nccl_bench.accept import topology; print('auto-chosen profile:', selection.choose(None, 'nccl', selection.detected_gpu_names(), topology.read()).name)"
 
 # JUnit files written above, validated against the XSD in tests/test_junit.py (lxml is on this image).
 python3 - "$OUT" <<'EOF'

@@ -56,7 +56,7 @@ for k in $(seq "${FRESH:-3}"); do
 done
 python3 - "$OUT" <<'PY' | tee $OUT/firstloop_table.txt
 import glob, json, os, sys
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 print(f"{'variant':8} {'proc':>4}  first loop: GPU/host us of iterations 1-3 (p50)    2nd cycle's first loop"
       "      first iteration per rank: GPU/host")
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "fl_*.json"))):

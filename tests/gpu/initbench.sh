@@ -33,7 +33,7 @@ import json, os
 from pathlib import Path
 from tabulate import tabulate
 from nccl_bench.core import stats
-from nccl_bench.commands.initbench import failures, summarize
+from nccl_bench.init.command import failures, summarize
 
 out = Path(os.environ["OUT"])
 ANCHOR = {"exchange_s": "0.25-0.32", "create_s": "28-37", "first_collective_s": "~137", "destroy_s": "~506"}

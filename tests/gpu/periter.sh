@@ -45,7 +45,7 @@ grep -E "^== |^exit|GPU memory usage|error|failed|not built|no -I" $L | head -20
 python3 - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 out = Path(sys.argv[1])
 def per_iter(name):
     p = out / name

@@ -6,7 +6,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from nccl_bench.engine import benchfile
+from nccl_bench.measure import benchfile
 
 out, reps = Path(sys.argv[1]), int(sys.argv[2])
 

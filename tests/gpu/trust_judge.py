@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from nccl_bench.engine import benchfile  # noqa: E402
+from nccl_bench.measure import benchfile  # noqa: E402
 from nccl_bench.report import readers  # noqa: E402
 
 out, reps = Path(sys.argv[1]), int(sys.argv[2])
@@ -174,7 +174,7 @@ for size in sorted({int(k) for d in inproc for k in d}):  # every repetition's v
             add("torch host (us/op)", f"all_reduce {size} B {how.split(',')[0]}: launch wall clock", o, t, "info",
                 lambda x: True)
 
-# -I's tail, size by size: where ours' p99 misses, whose the slow iterations were (engine.tail: the host's
+# -I's tail, size by size: where ours' p99 misses, whose the slow iterations were (measure.tail: the host's
 # when the launch came late) and whether nccl-tests' run had them too (iterations above 2 x its p50)
 tail_rows = []
 

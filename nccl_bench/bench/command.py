@@ -1,0 +1,210 @@
+"""`bench`: nccl-tests' *_perf for every collective, with nccl-tests' options and output.
+
+    python -m nccl_bench bench -b 8 -e 8G -f 2 --collective all_reduce --algo ring,tree
+
+Per init mode and algorithm one communicator (blocking config; NCCL_ALGO fixed before
+it is created), then one sweep per collective and (type, op, root) (nccl_bench.measure.sweep). Rank
+0 prints a table per collective laid out like nccl-tests' and writes one JSON file in
+nccl-tests' -J layout (nccl_bench.measure.benchfile): its rows carry collective, algo and init
+beside nccl-tests' fields, and one metadata block sits beside nccl-tests' keys.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from nccl_bench.measure import collectives
+from nccl_bench.measure import datacheck
+from nccl_bench.bench import algoprobe
+from nccl_bench.core import launch, results
+from nccl_bench.job import launcher
+from nccl_bench.job.cli import Parser, add_job_args, job_options, run_job
+from nccl_bench.core.errors import UsageError
+from nccl_bench.bench.split import from_env as split_from_env, groups
+from nccl_bench.bench.options import ALGOS, BenchOptions
+from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, ELEMENT_BYTES, OPS, parse_size
+from nccl_bench.bench.worker import probe_worker, worker
+
+
+def parser() -> Parser:
+    p = Parser(prog="nccl_bench bench", description="nccl-tests-style bandwidth sweep for every collective")
+    add_sweep_args(p)
+    add_reporting_args(p)
+    add_job_args(p, init_default="regular", allow_all=True, short_timeout=True)
+    return p
+
+
+def add_sweep_args(p: Parser) -> None:
+    """What nccl-tests' options say is run: collectives, sizes, iterations, type, op, root, launch mode."""
+    p.add_argument("--collective", default="all_reduce", help="collective(s), comma separated, or all: "
+                   + ",".join(collectives.NAMES))
+    p.add_argument("-b", "--minbytes", default="32M", help="smallest size, bytes of the largest buffer (K/M/G)")
+    p.add_argument("-e", "--maxbytes", default="32M", help="largest size (K/M/G)")
+    p.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by this factor")
+    p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes (default 1M when no -f)")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at every size from the smallest to the largest by factors of 2 "
+                   "when a sweep starts, as nccl-tests 2.19.6 (default 5); each size then has one untimed sync launch")
+    p.add_argument("--warmup_ms", type=float, default=20.0, help="with -w > 0, the warm-up goes on at the first size "
+                   "until it has lasted this many ms (default 20), so a first row is timed as warm as a row mid-sweep; "
+                   "0 = -w launches only, as nccl-tests")
+    p.add_argument("-c", "--check", type=int, default=1, help="check iterations per size (default 1; 0 = none)")
+    p.add_argument("-o", "--op", default="sum", help="reduction: " + ",".join(OPS) + ", or all (each in turn)")
+    p.add_argument("-d", "--datatype", default="float", help="type: " + ",".join(DTYPES) + ", or all ("
+                   + ",".join(ALL_TYPES) + ")")
+    p.add_argument("-r", "--root", default="0", help="root rank of broadcast, reduce, gather and scatter (default 0), "
+                   "or all (every rank in turn)")
+    p.add_argument("-G", "--cudagraph", type=int, default=0, help="capture -n iterations in a CUDA graph, replay N times")
+    p.add_argument("-a", "--average", default="1", help="time across ranks: 0 rank0, 1 avg, 2 min, 3 max")
+    p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
+    p.add_argument("--algo", default="default", help="NCCL algorithm(s), each its own communicator: "
+                   + ",".join(ALGOS))
+    p.add_argument("--proto", default=None, help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
+    p.add_argument("--split", default=None, help="split the ranks into groups, each running the sweep at once: "
+                   "'AND 0x1', 'MOD 2', 'DIV 4' (or &, %%, /, |), as nccl-tests' NCCL_TESTS_SPLIT; default: "
+                   "NCCL_TESTS_SPLIT_MASK or NCCL_TESTS_SPLIT from the environment")
+
+
+def add_reporting_args(p: Parser) -> None:
+    """What is kept and shown of each point: cycles, host time, registration, per-iteration times, memory,
+    timestamps, the result file, the algorithm's confirmation."""
+    p.add_argument("-N", "--run_cycles", type=int, default=1,
+                   help="run the sweep N times on the same buffers, each cycle printed and kept (default 1)")
+    p.add_argument("-C", "--report_cputime", type=int, default=0,
+                   help="1: the time column is the host (CPU) time per launch; JSON key cpu_time (default 0)")
+    p.add_argument("-R", "--local_register", type=int, default=0,
+                   help="register the buffers with NCCL: 0 no, 1 local (ncclCommRegister), "
+                   "2 symmetric windows (NCCL >= 2.27); nccl backend only (default 0)")
+    p.add_argument("-m", "--agg_iters", type=int, default=1,
+                   help="operations launched back to back per timed iteration (default 1); time is per operation")
+    p.add_argument("-I", "--per_iter_timing", type=int, default=0,
+                   help="1: time every iteration (CUDA events between iterations; on gloo the wall clock around "
+                   "each iteration, which is then waited for): adds min/max/p50/p95/p99/stdev/cv per size, "
+                   "every process's times in the JSON (nccl-tests' analyze_perf_json.py reads them) (default 0)")
+    p.add_argument("-K", "--per_iter_skip", type=int, default=0,
+                   help="with -I 1: leave the first K timed iterations out of the statistics (default 0)")
+    p.add_argument("-M", "--memory", type=int, default=0,
+                   help="1: report memory usage per rank (GPU: device memory used and torch's peak; gloo: "
+                   "GPU memory is N/A, the host's peak RSS is given) (default 0)")
+    p.add_argument("-S", "--report_timestamps", type=int, default=0,
+                   help="1: a timestamp per size (when it started), in the table and the JSON (default 0)")
+    p.add_argument("-u", "--unalign", type=int, default=0,
+                   help="move every send and receive buffer this many ELEMENTS off its allocation (default 0)")
+    p.add_argument("-p", "--parallel_init", type=int, default=0,
+                   help="0/1, accepted for nccl-tests' command lines and recorded: with one process per GPU "
+                   "every rank already inits its communicator in parallel (nccl-tests' -p threads the inits "
+                   "of -g GPUs in one process), so it changes nothing here")
+    p.add_argument("-J", "--json", default=None, help="result file (default results/runs/bench-<machine>-<time>.json)")
+    p.add_argument("--no-algo-confirm", action="store_true", help="skip the NCCL_DEBUG probe that confirms the algorithm")
+    p.add_argument("--algo-probe", default=None, help=argparse_suppress())
+    p.add_argument("--algo-confirmed", default=None, help=argparse_suppress())
+
+
+def argparse_suppress():
+    import argparse
+    return argparse.SUPPRESS
+
+
+def options(a) -> BenchOptions:
+    agg = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}.get(a.average, a.average)
+    return BenchOptions(
+        job=job_options(a, allow_all=True), collectives=a.collective,
+        min_bytes=parse_size(a.minbytes, "-b/--minbytes"), max_bytes=parse_size(a.maxbytes, "-e/--maxbytes"),
+        factor=a.stepfactor, step=None if a.stepbytes is None else parse_size(a.stepbytes, "-i/--stepbytes"),
+        iters=a.iters, warmup=a.warmup_iters, warmup_ms=a.warmup_ms, check=a.check, op=a.op, dtype=a.datatype,
+        root=_root(a.root),
+        graph=a.cudagraph, aggregate=agg, blocking=bool(a.blocking), cycles=a.run_cycles,
+        report_cputime=bool(a.report_cputime), local_register=a.local_register,
+        algos=a.algo.split(","), proto=a.proto, json=a.json, confirm_algo=not a.no_algo_confirm,
+        per_iter=a.per_iter_timing, per_iter_skip=a.per_iter_skip, agg_iters=a.agg_iters, memory=a.memory,
+        timestamps=a.report_timestamps, unalign=a.unalign, parallel_init=a.parallel_init,
+        split=a.split if a.split is not None else split_from_env())
+
+
+def _root(text: str) -> int | str:
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"-r/--root: '{text}' is not a rank or all") from None
+
+
+# --- the driver (before any rank runs) -------------------------------------------------------------
+def check_fits(o: BenchOptions, nranks: int) -> None:
+    """Sizes that cannot fit in one GPU's memory (or the CPU's share) fail before launching."""
+    from nccl_bench.core import sysinfo
+    elts = {ELEMENT_BYTES[DTYPES[t]] for t in o.types()}
+    need = max(2 * (max(lay.send, lay.recv) + o.unalign) * elt for elt in elts for lay in
+               (collectives.get(c).layout(o.max_bytes, elt, nranks, 0) for c in o.collectives))
+    need += 4 * datacheck.CHUNK * 8  # the check's int64 temporaries
+    if o.job.backend == "gloo":
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // max(nranks, 1)
+        where = f"this machine's memory per rank ({have / 2**30:.1f} GiB)"
+    else:
+        devs = sysinfo.gpus().get("devices") or []
+        if not devs:
+            return
+        have = min(d["memory_gib"] for d in devs) * 2**30
+        where = f"GPU memory ({have / 2**30:.0f} GiB)"
+    if need > have:
+        raise UsageError(f"-e/--maxbytes {o.max_bytes}: buffers need {need / 2**30:.1f} GiB, more than {where}")
+
+
+def check_ranks(o: BenchOptions, nranks: int, named: list[str]) -> None:
+    """The root exists in every (split) group; a collective named on the command line runs on them."""
+    sizes = sorted({len(m) for m in groups(o.split, nranks).values()})
+    where = f"this {nranks}-rank job" if o.split is None else f"the smallest split group ({sizes[0]} ranks)"
+    if o.root != "all" and o.root >= sizes[0]:
+        raise UsageError(f"-r/--root {o.root} is not a rank of {where}")
+    for name in o.collectives:
+        why = next(filter(None, (collectives.get(name).unfit(n) for n in sizes)), None)
+        if why and name in named:
+            raise UsageError(f"--collective {name}: {why}")
+
+
+def main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    o = options(a)
+    results.check_writable(o.json)
+    ident = launch.detect()
+    nranks = ident.world_size if ident else o.job.local_ranks()
+    check_ranks(o, nranks, a.collective.split(","))
+    check_fits(o, nranks)
+    if a.algo_probe:
+        return run_job(["-m", "nccl_bench", "bench", *argv], o.job, probe_worker(o, a.algo_probe))
+    if ident is None and o.job.backend in ("nccl", "torch") and o.confirm_algo and not a.algo_confirmed:
+        confirmed = probe(o, argv)
+        try:
+            return run_job(["-m", "nccl_bench", "bench", *argv, "--algo-confirmed", confirmed], o.job,
+                           worker(o, a.algo_confirmed), result=o.json)
+        finally:
+            shutil.rmtree(os.path.dirname(confirmed), ignore_errors=True)
+    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o, a.algo_confirmed), result=o.json)
+
+
+def probe(o: BenchOptions, argv: list[str]) -> str:
+    """Run the short NCCL_DEBUG=INFO probe job; returns a JSON file with what NCCL reported."""
+    import json
+    folder = tempfile.mkdtemp(prefix="nccl_bench_probe_")
+    env = algoprobe.probe_env(folder)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        code = launcher.self_launch(o.job.local_ranks(), ["-m", "nccl_bench", "bench", *argv, "--algo-probe", folder])
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        found = algoprobe.confirm(folder) if code == 0 else {}
+        status = "ok" if code == 0 else f"probe job exited {code}"
+    except (OSError, ValueError, KeyError) as e:
+        found, status = {}, f"probe unreadable: {type(e).__name__}"
+    out = os.path.join(folder, "confirmed.json")
+    with open(out, "w") as f:
+        json.dump({"status": status, "reported": found}, f)
+    return out

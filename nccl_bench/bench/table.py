@@ -1,0 +1,75 @@
+"""bench's text output, laid out as nccl-tests prints it: the table per collective, the footer,
+and -M's memory line. Rows are the sweep's (nccl_bench.measure.sweep); nothing here measures."""
+from __future__ import annotations
+
+from nccl_bench.core.stats import UNSTABLE_PCT
+from nccl_bench.measure import tail
+from nccl_bench.measure.benchfile import BenchRow, totals
+
+_PLACE = ["time", "algbw", "busbw", "#wrong"]
+# -I: nccl-tests' extra columns per placement, then ours: iterations above 2 x p50
+_PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%", "i_>2x"]
+
+
+def table(rows: list[BenchRow], title: str) -> str:
+    """nccl-tests' columns: size count type redop root | out-of-place | in-place [| timestamp]."""
+    from tabulate import tabulate
+    per_iter = bool(rows) and rows[0].out_of_place_per_iter is not None
+    stamped = bool(rows) and rows[0].timestamp is not None
+
+    def place(r: BenchRow, p: str) -> list:
+        m = r.place(p)
+        cells = [f"{m.time:.2f}", f"{m.alg_bw:.2f}", f"{m.bus_bw:.2f}", "N/A" if m.nwrong is None else m.nwrong]
+        if per_iter:
+            i = r.per_iter(p)
+            cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}",
+                      tail.cell(i)]
+        return cells
+    spread = any(r.spread_pct is not None for r in rows)
+    head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
+            *(["timestamp"] if stamped else []), *(["spread"] if spread else [])]
+    body = [[r.size, r.count, r.type, r.redop, r.root, *place(r, "out_of_place"), *place(r, "in_place"),
+             *([r.timestamp] if stamped else []), *([_stability(r)] if spread else [])] for r in rows]
+    text = tabulate(body, headers=head, tablefmt="plain", disable_numparse=True, colalign=("right",) * len(head))
+    lines = text.splitlines()
+    cpu = bool(rows) and rows[0].out_of_place.cpu_time
+    time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
+    units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
+             + (" i_min i_max i_p99 (us) i_cv% i_>2x (iterations above 2 x p50: h the host's, its launch late; "
+                "d the device's)" if per_iter else "")
+             + "  |  in-place: the same")
+    notes = [f"# in-place {r.collective}: timed, not checked (point-to-point in place has no defined "
+             "order across processes)" for r in rows[:1] if r.in_place.nwrong is None
+             and r.out_of_place.nwrong is not None]
+    return "\n".join([f"# {title}", f"# {units}", "#" + lines[0][1:], *lines[1:], *notes])
+
+
+def _stability(row: BenchRow) -> str:
+    """-N: the larger spread of the point's cycles; UNSTABLE past stats.UNSTABLE_PCT (as pyperf warns)."""
+    worst = max((v for v in (row.spread_pct or {}).values() if v is not None), default=None)
+    if worst is None:
+        return "-"
+    return f"{worst:.1f}%" + (" UNSTABLE" if row.unstable else "")
+
+
+def footer(rows: list[BenchRow]) -> str:
+    """nccl-tests' closing lines: wrong values over the run and the average busbw."""
+    wrong, avg = totals(rows)
+    unstable = len({r.size for r in rows if r.unstable})
+    return (f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}\n"
+            f"# Avg bus bandwidth    : {avg:.4g}"
+            + (f"\n# Unstable points      : {unstable} (their -N cycles differ by more than {UNSTABLE_PCT:g} %; "
+               "a comparison calls differences within the spread noise)" if unstable else ""))
+
+
+def memory_line(per_rank: list[dict]) -> str:
+    """nccl-tests' -M line: the rank that used the most."""
+    gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
+    rss = max(range(len(per_rank)), key=lambda r: per_rank[r]["host_peak_rss_bytes"])
+    host = f"host peak RSS {gib(per_rank[rss]['host_peak_rss_bytes'])} (rank {rss})"
+    if "device_used_bytes" not in per_rank[0]:
+        return f"# GPU memory usage : N/A (gloo runs on the CPU); {host}"
+    top = max(range(len(per_rank)), key=lambda r: per_rank[r]["device_used_bytes"])
+    m = per_rank[top]
+    return (f"# GPU memory usage : {gib(m['device_used_bytes'])} of {gib(m['device_total_bytes'])} used on the "
+            f"device (rank {top}; NCCL's buffers included), torch peak {gib(m['torch_peak_bytes'])}; {host}")

@@ -1,0 +1,277 @@
+"""The ranks of a bench job: per init mode and algorithm one communicator, one sweep per
+collective and (type, op, root), rows gathered to rank 0, the table printed and the -J file
+written; and the short NCCL_DEBUG probe job that confirms which algorithm NCCL ran."""
+from __future__ import annotations
+
+import os
+import sys
+
+from nccl_bench.measure import benchfile
+from nccl_bench.measure import collectives
+from nccl_bench.measure.benchfile import BenchRow
+from nccl_bench.bench import algoprobe
+from nccl_bench.core import results
+from nccl_bench.bench.table import footer, memory_line, table
+from nccl_bench.job.cli import Job
+from nccl_bench.comm import InitPlan
+from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError
+from nccl_bench.bench.split import GroupJob
+from nccl_bench.bench.options import ALGOS, BenchOptions
+from nccl_bench.measure.vocabulary import ELEMENT_BYTES, TYPE_NAMES
+
+
+def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) -> InitPlan:
+    if algo == "default":  # NCCL_ALGO stays what the user's environment says
+        if _USER_ALGO is None:
+            os.environ.pop("NCCL_ALGO", None)
+        else:
+            os.environ["NCCL_ALGO"] = _USER_ALGO
+    return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
+                    counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
+                    proto=o.proto, blocking=True, namespace=job.namespace)
+
+
+_USER_ALGO = os.environ.get("NCCL_ALGO")
+
+
+def probe_worker(o: BenchOptions, folder: str):
+    """One call per (algo, collective, size <= 1 GiB), logged by NCCL; rank 0 lists its calls."""
+    def run(job: Job) -> int:
+        import torch
+        from nccl_bench.comm.lifetime import communicator
+        calls = []
+        for k, algo in enumerate(o.algos):
+            todo = [c for a, c in o.pairs() if a == algo]
+            if not todo:
+                continue
+            with communicator(o.job.backend, _plan(GroupJob(job, None), o, o.job.init[0], algo, k),
+                              Deadline(o.job.timeout)) as comm:
+                for name in todo:
+                    coll = collectives.get(name)
+                    if coll.unfit(job.nranks):
+                        continue
+                    plan = o.sweep_plan(o.job.timeout, *o.combos(coll, job.nranks)[0])
+                    dtype, elt = getattr(torch, plan.dtype), ELEMENT_BYTES[plan.dtype]
+                    for size in plan.sizes:
+                        lay = coll.layout(size, elt, job.nranks, job.rank)
+                        if not (lay.send and lay.recv) or lay.bytes > algoprobe.PROBE_MAX_BYTES:
+                            continue
+                        args = coll.call_args(plan.op, plan.root, job.rank, job.nranks, lay)
+                        send = torch.ones(lay.send, dtype=dtype, device=comm.device)
+                        recv = torch.zeros(lay.recv, dtype=dtype, device=comm.device)
+                        comm.prepare(coll.method, send, recv, **args)()
+                        comm.wait(Deadline(o.job.timeout), name)
+                        calls.append({"algo": algo, "collective": name, "nccl_name": coll.nccl_name, "size": lay.bytes})
+        if job.rank == 0:
+            algoprobe.write_manifest(folder, os.getpid(), calls)
+        return 0
+    return run
+
+
+def _confirmed(path: str | None, backend: str) -> dict:
+    import json
+    if backend == "gloo":
+        return {"status": "n/a (gloo)", "reported": {}}
+    if not path:
+        return {"status": "not checked (external launcher or --no-algo-confirm)", "reported": {}}
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"status": "probe result missing", "reported": {}}
+
+
+def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) -> str | None:
+    """What goes in a row's algo_confirmed: NCCL's word, 'p2p', or None when not reported."""
+    if coll.nccl_name is None:
+        return "p2p"
+    return reported
+
+
+def worker(o: BenchOptions, confirmed_path: str | None):
+    def run(job: Job) -> int:
+        return BenchRanks(o, job, _confirmed(confirmed_path, o.job.backend)).run()
+    return run
+
+
+class BenchRanks:
+    """One rank's side of a bench job: per init mode and algorithm one communicator and a sweep per
+    collective and (type, op, root); then every group's rows to rank 0, which prints and writes them."""
+
+    def __init__(self, o: BenchOptions, job: Job, confirmation: dict):
+        from nccl_bench.core import threads
+        self.o, self.job, self.confirmation = o, job, confirmation
+        self.group = GroupJob(job, o.split)  # the whole job when there is no split
+        self.rows: list[BenchRow] = []
+        self.memory, self.launch_path, self.awake = {}, None, None
+        self.census = threads.Census() if o.per_iter else None
+        self.unfit = {c: collectives.get(c).unfit(self.group.nranks) for c in o.collectives}
+
+    def run(self) -> int:
+        job, o = self.job, self.o
+        started = benchfile.now()
+        devices = job.store.all_gather_obj("bench/devices", device_entry(job, o.job.backend), timeout=60)
+        self._say_skipped()
+        error = None
+        try:
+            self._sweep_everything()
+            self._gather_extras()
+        except (CommError, BarrierTimeout) as e:
+            error = e
+        try:
+            self.rows = self.group.collect(self.rows)
+        except BarrierTimeout as e:  # a group's first rank is gone: keep what this rank's group measured
+            error = error or e
+        if job.rank != 0:
+            if error is not None:
+                raise error
+            return _exit_code(self.rows, self.confirmation, o)
+        return self._write(devices, started, error)
+
+    def _say_skipped(self) -> None:
+        for algo, name in self.o.skipped():
+            self.job.say(f"# skipped {name} with --algo {algo}: NCCL has no {algo} algorithm for it")
+        for name, why in self.unfit.items():
+            if why:
+                self.job.say(f"# skipped {name}: {why}")
+
+    def _sweep_everything(self) -> None:
+        from nccl_bench.comm.lifetime import communicator
+        o, counter = self.o, 0
+        for init in o.job.init:
+            for algo in o.algos:
+                todo = [c for a, c in o.pairs() if a == algo and not self.unfit[c]]
+                if not todo:
+                    continue
+                counter += 1
+                with communicator(o.job.backend, _plan(self.group, o, init, algo, counter),
+                                  Deadline(o.job.timeout)) as comm:
+                    self.launch_path = comm.launch_path()
+                    for name in todo:
+                        self._sweep_collective(comm, collectives.get(name), init, algo)
+                    if o.memory:
+                        self.memory = peak_memory(comm.device, self.memory)
+
+    def _sweep_collective(self, comm, coll: collectives.Collective, init: str, algo: str) -> None:
+        from nccl_bench.measure.sweep import Sweep  # the engine needs torch: loaded where the job runs
+        o, group, reported = self.o, self.group, self.confirmation["reported"]
+        progress = sys.stderr.isatty() and self.job.rank == 0
+        got = []
+        for combo in o.combos(coll, group.nranks):
+            plan = o.sweep_plan(o.job.timeout, *combo)
+            tag = "/".join(map(str, (init, algo, *combo)))
+            got += Sweep(group, comm, coll, plan, tag, progress, self.census).rows()
+        for r in got:
+            r.algo, r.init, r.backend, r.nranks = algo, init, o.job.backend, group.nranks
+            r.group, r.color = group.row_fields.get("group"), group.row_fields.get("color")
+            r.algo_confirmed = algo_verdict(algo, coll, reported.get(f"{algo}/{coll.name}/{r.size}"))
+        self.rows.extend(got)
+        if self.job.rank == 0:
+            title = f"{coll.name}  algo {algo}  init {init}  {o.job.backend} x{group.nranks}"
+            if o.split is not None:
+                title += f"  split {o.split}: group {group.group} of {group.ngroups}"
+            for cycle in range(o.cycles):
+                of = f"  cycle {cycle + 1}/{o.cycles}" if o.cycles > 1 else ""
+                print(table([r for r in got if r.cycle == cycle], title + of), flush=True)
+
+    def _gather_extras(self) -> None:
+        if self.o.memory:
+            self.memory = self.job.store.all_gather_obj("bench/memory", self.memory, timeout=60)
+        if self.census is not None:
+            self.awake = self.job.store.all_gather_obj("bench/threads", self.census.rows(), timeout=60)
+
+    def _write(self, devices: list[dict], started: str, error) -> int:
+        """Rank 0: the metadata, the -J file, nccl-tests' closing lines and the exit code."""
+        from nccl_bench.core import threads
+        o, rows = self.o, self.rows
+        meta = metadata(o, [d["hostname"] for d in devices], self.job.nranks, self.confirmation, error,
+                        self.launch_path)
+        if o.memory and error is None:
+            meta["bench"]["memory"] = self.memory
+            print(memory_line(self.memory), flush=True)
+        if self.awake is not None:
+            meta["bench"]["threads_awake"] = [{"rank": k, **r} for k, rows_ in enumerate(self.awake) for r in rows_]
+            print(threads.line(self.awake), flush=True)
+        doc = benchfile.document(rows, meta, nccl_config(o), devices, started, ["nccl_bench", *sys.argv[1:]],
+                                 [] if error is None else [str(error)])
+        path = results.write_doc("bench", doc, o.json)
+        print(footer(rows), flush=True)
+        print(f"# results: {path}", flush=True)
+        if getattr(error, "kind", None) == "hang":
+            print(f"# test timeout: {error.op} did not finish within -T/--timeout {o.job.timeout:g} s", flush=True)
+        if error is not None:
+            raise error
+        return _exit_code(rows, self.confirmation, o, say=self.job.say)
+
+
+def device_entry(job: Job, backend: str) -> dict:
+    """This rank's entry of nccl-tests' config.devices."""
+    entry = {"rank": job.rank, "group": 0, "pid": os.getpid(), "hostname": job.ident.host, "device": -1,
+             "device_hex": "", "device_info": "cpu (gloo)"}
+    if backend != "gloo":
+        import torch
+        i = job.ident.local_rank
+        props = torch.cuda.get_device_properties(i)
+        bus = [getattr(props, f"pci_{k}_id", 0) for k in ("domain", "bus", "device")]
+        entry.update(device=i, device_hex=f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}", device_info=props.name)
+    return entry
+
+
+def peak_memory(device, before: dict) -> dict:
+    """-M: this rank's memory use so far (the largest seen over its communicators)."""
+    import resource
+    now = {"host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if device.type == "cuda":
+        import torch
+        free, total = torch.cuda.mem_get_info(device)
+        now.update(device_used_bytes=total - free, device_total_bytes=total,
+                   torch_peak_bytes=torch.cuda.max_memory_allocated(device))
+    return {k: max(v, before.get(k, 0)) for k, v in now.items()}
+
+
+def nccl_config(o: BenchOptions) -> dict:
+    """nccl-tests' config block (its booleans as "true"/"false" strings), less the devices."""
+    step = ({"step_factor": int(o.factor) if float(o.factor).is_integer() else o.factor} if o.factor
+            else {"step_bytes": o.step})
+    return {"nthreads": 1, "ngpus": 1, "minimum_bytes": o.min_bytes, "maximum_bytes": o.max_bytes, **step,
+            "warmup_iters": o.warmup, "iterations": o.iters, "aggregated_iterations": o.agg_iters,
+            "validation": o.check, "graph": o.graph, "blocking_collectives": benchfile.flag(o.blocking),
+            "per_iter_timing": benchfile.flag(o.per_iter), "parallel_init": benchfile.flag(o.parallel_init)}
+
+
+def _exit_code(rows: list[BenchRow], confirmation: dict, o: BenchOptions, say=None) -> int:
+    wrong, _ = benchfile.totals(rows)
+    mismatched = sorted({(r.algo, r.collective, r.algo_confirmed) for r in rows
+                         if r.algo != "default" and r.algo_confirmed not in (None, "p2p")
+                         and r.algo_confirmed.lower() != r.algo})
+    if say and mismatched:
+        say("# algorithm not confirmed: " + "; ".join(f"{c} asked {a}, NCCL used {u}" for a, c, u in mismatched))
+    return EXIT_FAILED if wrong or mismatched else 0
+
+
+def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, launch_path: str | None = None) -> dict:
+    from nccl_bench.core import sysinfo
+    meta = sysinfo.collect(o.job.backend, sorted(set(hosts or [])) or None)
+    timing = "cuda events around the loop" if o.job.backend != "gloo" else "wall clock around the loop"
+    if o.per_iter:
+        timing += (", and an event after each iteration (-I)" if o.job.backend != "gloo"
+                   else ", and around each iteration, waited for (-I)")
+    meta["bench"] = {
+        "nranks": nranks, "collectives": o.collectives, "algos": o.algos, "proto": o.proto, "init": o.job.init,
+        "ranks_per_root": o.job.ranks_per_root, "minbytes": o.min_bytes, "maxbytes": o.max_bytes,
+        "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
+        "warmup_iters": o.warmup, "warmup_ms": o.warmup_ms, "check": o.check, "op": o.op,
+        "datatype": "all" if o.dtype == "all" else TYPE_NAMES[o.torch_dtype_name], "root": o.root,
+        "cudagraph": o.graph, "split": o.split, "average": o.aggregate, "blocking": o.blocking,
+        "run_cycles": o.cycles, "agg_iters": o.agg_iters, "per_iter_timing": o.per_iter,
+        "per_iter_skip": o.per_iter_skip, "unalign_elements": o.unalign, "parallel_init": o.parallel_init,
+        "timeout_s": o.job.timeout, "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)", "timing": timing,
+        "report_cputime": o.report_cputime, "local_register": o.local_register,
+        "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
+        "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],
+        "algo_confirmation": {"status": confirmation.get("status"), "probe_max_bytes": algoprobe.PROBE_MAX_BYTES},
+    }
+    if error is not None:
+        meta["error"] = error.as_dict() if hasattr(error, "as_dict") else str(error)
+    return meta

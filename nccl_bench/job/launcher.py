@@ -1,0 +1,280 @@
+"""The launcher of our own: with no launcher in the environment, a command runs `nranks` local ranks
+through PyTorch's elastic agent (torch.distributed.run's standalone mode), forked from a warm server that
+imported torch once; and how a rank started that way runs its module and ends."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import sys
+import uuid
+
+from nccl_bench import SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, terminated
+from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
+from nccl_bench.job import reaping
+
+
+def die_with_parent() -> None:
+    """Workers die when their launcher dies, even by SIGKILL: no orphan holds a GPU."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(EXIT_FAILED)
+
+
+# How local ranks start: "forkserver" (default) forks each from a server process that imported
+# PRELOAD once; "exec" starts `python argv...` afresh per rank, as torchrun does.
+START_ENV = "NCCL_BENCH_RANK_START"
+PRELOAD = ("nccl_bench.job.serverside", "torch", "torch.distributed", "numpy", "nccl_bench.comm.base",
+           "nccl_bench.job.store")
+
+STOPS = {signal.SIGINT, signal.SIGTERM}  # blocked while the forkserver starts (self_launch)
+_stop_noted: int | None = None
+SHUTDOWN_GRACE_S = 10  # PyTorch's launcher waits 30 s for stopped ranks before SIGKILL
+HELPERS_GRACE_S = 5  # after the agent: what is left (the forkserver still importing torch) may end by itself
+
+
+def note_stop(signum: int) -> None:
+    """A rank's signal handler that lets the run finish first calls this: once the module returns,
+    the rank ends by that signal after all. A forked rank that returns normally hands its result to
+    the launcher and waits for it to be read, which a launcher that is itself stopping never does (it
+    gives up after 30 s); a rank ended by the signal is reaped at once."""
+    global _stop_noted
+    _stop_noted = signum
+
+
+def run_module(argv: list[str]) -> None:
+    """A rank forked from the warm server runs `python -m MODULE ARGS...` here, as a new process
+    would; a non-zero exit leaves the process with that code (the launcher reads it)."""
+    import runpy
+    from multiprocessing import forkserver
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server ignores it (nccl_bench.job.serverside); a rank must not
+    # Born with SIGINT and SIGTERM blocked (self_launch): a SIGINT sent before now is dropped (the launcher
+    # stops the ranks then), not raised here, where no handler would make it the one line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Each process forked from the server holds its "alive" pipe, which keeps the server up while
+    # any child lives. Let go of it, so the server ends with the launcher and the ranks with the
+    # server (PR_SET_PDEATHSIG): a kill -9 of the launcher leaves nothing behind.
+    alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        forkserver._forkserver._forkserver_alive_fd = None
+    module, args = argv[1], argv[2:]
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except KeyboardInterrupt:  # before the module's own handler (while importing): its launcher says it
+        raise SystemExit(interrupted()) from None
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
+        if code:
+            raise SystemExit(code) from None
+    finally:
+        # Done: the launcher may now hold this process until the others are (its handshake), and stops
+        # it with SIGTERM when one failed; our handlers, made for the run, must not delay that.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if _stop_noted is not None:  # asked to stop and done: end as the signal would have, lines flushed
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os.kill(os.getpid(), _stop_noted)
+
+
+@contextlib.contextmanager
+def _stops_ignored():
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOPS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """A Ctrl-C while the launcher imports torch's launcher is noted, not raised there (an import that
+    swallows KeyboardInterrupt would lose it, and the job would start regardless), then raised on leaving."""
+    noted = []
+    previous = signal.signal(signal.SIGINT, lambda *_: noted.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if noted:
+        raise KeyboardInterrupt
+
+
+def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
+                max_restarts: int = 0, failures: list | None = None) -> int:
+    """Run `python argv...` as `nranks` local workers through PyTorch's elastic launcher.
+
+    Returns the job's exit code: 0 if every worker succeeded, 2 if any worker reported bad input, else 1
+    (a stop signal: 130 or 143 and the one line). Whatever the way out (success, failure, Ctrl-C, SIGTERM),
+    it returns only once every process it started (the forkserver, the ranks, their children) has ended:
+    the launcher adopts its orphans (nccl_bench.job.reaping) and stops what a grace leaves alive.
+    A `failures` list receives how each failed worker ended (rank, pid, exitcode, signal name or None).
+    """
+    _prepare_environment(env_extra)
+    warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
+    reaping.adopt_orphans()
+    try:
+        with _sigint_deferred():
+            if warm:
+                _start_forkserver()
+            from torch.distributed.launcher.api import LaunchConfig
+        return _run_agent(_config(LaunchConfig, nranks, max_restarts, warm), argv, warm, failures)
+    except KeyboardInterrupt:  # before the agent took the signals over
+        return interrupted()
+    except Terminated:
+        return terminated()
+    finally:
+        with _stops_ignored():  # a second Ctrl-C must not cut the reaping short: it is the stop under way
+            if warm:
+                stop_helpers(HELPERS_GRACE_S)
+            reaping.reap_all(HELPERS_GRACE_S)
+
+
+def _prepare_environment(env_extra: dict | None) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its warning
+    os.environ[SELF_LAUNCH_ENV] = str(os.getpid())  # set: self-launched; its value: by which launcher
+    _say_once_marker()
+    for k, v in (env_extra or {}).items():
+        os.environ[k] = v
+    # multiprocessing's resource tracker outlives a launcher killed with SIGKILL and then warns, on the
+    # terminal, of the semaphores it cleans up (the ranks' queues): a library's line, not ours.
+    quiet = "ignore:resource_tracker:UserWarning"
+    if quiet not in os.environ.get("PYTHONWARNINGS", ""):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
+
+
+def _start_forkserver() -> None:
+    """The warm server the ranks fork from: started now (the environment set), it imports torch while this
+    process imports the launcher. It is born with SIGINT and SIGTERM blocked (a mask survives fork and exec),
+    so a stop signal while it starts Python or imports torch neither ends it with a traceback nor before the
+    ranks can stop (it needs none: it ends with the launcher); once imported it ignores both itself. They
+    wait, pending, for the deferring handler (SIGINT) and the launcher's own (SIGTERM, nccl_bench.entry).
+    multiprocessing's resource tracker starts first: starting it unblocks SIGINT, which inside the window
+    would leave the launcher deaf to a Ctrl-C (docs/validation.md)."""
+    import multiprocessing
+    from multiprocessing import forkserver, resource_tracker
+    multiprocessing.set_forkserver_preload(list(PRELOAD))
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+
+
+def _config(launch_config, nranks: int, max_restarts: int, warm: bool):
+    # The agent's loggers set their own levels, so quiet each one (our driver reports failures).
+    for name in [*logging.root.manager.loggerDict, "torch.multiprocessing.spawn"]:
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    extra = {}
+    if "shutdown_timeout" in getattr(launch_config, "__dataclass_fields__", {}):
+        # Ctrl-C or SIGTERM: the ranks get this long to end the work in flight (stress: the round) before
+        # SIGKILL; a rank blocked inside a collective whose peer is gone never ends by itself.
+        extra["shutdown_timeout"] = int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", SHUTDOWN_GRACE_S))
+    return launch_config(
+        min_nodes=1, max_nodes=1, nproc_per_node=nranks, run_id=str(uuid.uuid4()),
+        rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
+        monitor_interval=0.1, start_method="forkserver" if warm else "spawn", local_addr="127.0.0.1", **extra)
+
+
+def _run_agent(config, argv: list[str], warm: bool, failures: list | None) -> int:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+    try:
+        if warm:
+            elastic_launch(config, run_module)(list(argv))
+        else:
+            elastic_launch(config, sys.executable)(*argv)
+    except ChildFailedError as e:
+        if failures is not None:
+            failures.extend({"rank": r, "pid": f.pid, "exitcode": f.exitcode,
+                             "signal": f.signal_name() if f.exitcode < 0 else None}
+                            for r, f in sorted(e.failures.items()))
+        return _failed_code([f.exitcode for f in e.failures.values()])
+    except (KeyboardInterrupt, Terminated):
+        raise
+    except Exception as e:  # the agent itself failed (a signal it turned into an exception, its rendezvous)
+        name = type(e).__name__
+        if name == "SignalException":
+            return stopped(int(getattr(e, "sigval", signal.SIGTERM)))
+        print(f"launcher failed: {name}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _failed_code(codes: list[int]) -> int:
+    """The job's exit code from its failed ranks' codes."""
+    if EXIT_USAGE in codes:
+        return EXIT_USAGE
+    # a rank ended by a stop signal (-N), or by its own handler of one (128 + N, as a shell says it)
+    stops = {-c if c < 0 else c - 128 for c in codes if c in (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT)}
+    if len(stops) == 1 and all(c < 0 or c == 128 + signal.SIGINT for c in codes):
+        # every rank that ended badly ended by the one stop signal (sent to a rank alone, which then
+        # stopped the job after the round): the job was stopped, as by the shell's 128 + N
+        return stopped(stops.pop())
+    return EXIT_FAILED
+
+
+def stopped(signum: int) -> int:
+    """The launcher's exit code (128 + N) for a job stopped by a signal, with the one line for it: the
+    ranks it started stay quiet (nccl_bench.interrupted), whenever the signal caught them."""
+    if signum == signal.SIGINT:
+        return interrupted()
+    if signum == signal.SIGTERM:
+        return terminated()
+    return 128 + signum
+
+
+def _say_once_marker() -> None:
+    """The run's marker for its stop line (nccl_bench.first_to_say), in a folder of its own, removed at exit."""
+    import atexit
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="nccl_bench_said_")
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ[SAID_ENV] = os.path.join(folder, "said")
+
+
+def stop_helpers(grace: float) -> None:
+    """Stop the forkserver and multiprocessing's resource tracker now (each would notice our exit only
+    after it) and wait for each; one still busy after `grace` seconds (the forkserver importing torch) is
+    killed, which its children follow (PR_SET_PDEATHSIG) to this process's reaping."""
+    import threading
+    from multiprocessing import forkserver, resource_tracker
+    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
+        pid = getattr(helper, "_forkserver_pid", None) or getattr(helper, "_pid", None)
+        stop = getattr(helper, "_stop", None)
+        if pid is None or stop is None:
+            continue
+        timer = threading.Timer(grace, _kill, (pid,))
+        timer.start()
+        try:
+            stop()  # closes the helper's pipe (how multiprocessing tells it to end) and waits for it
+        except (OSError, ChildProcessError):
+            pass  # already gone, or its exit status taken: nothing left to wait for
+        finally:
+            timer.cancel()
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,60 @@
+"""What one sweep runs (sizes, type, op, root, timing, check, aggregation), checked by option name.
+
+Apart from the engine (nccl_bench.measure.sweep) and without torch, so that bench rejects bad options
+before any job, or torch, starts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nccl_bench.core.errors import UsageError
+from nccl_bench.measure.timing import TimingPlan
+
+AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
+
+
+def size_steps(min_bytes: int, max_bytes: int, factor: float | None, step: int | None) -> list[int]:
+    """nccl-tests' sweep: multiply by `factor` when given, else add `step` bytes."""
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(int(size))
+        nxt = size * factor if factor else size + step
+        if int(nxt) <= size:
+            break
+        size = int(nxt)
+    return out
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    sizes: list[int]
+    dtype: str  # torch's name of the element type (float32, float16, ...); the engine resolves it
+    type_name: str  # nccl-tests' name: float, half, bfloat16, ...
+    op: str = "sum"
+    root: int = 0
+    timing: TimingPlan = field(default_factory=TimingPlan)
+    check: int = 1  # check iterations per size and placement (-c); 0 = no check
+    aggregate: str = "avg"
+    timeout: float = 60.0  # seconds a timing pass or a check may take before it is a hang
+    cycles: int = 1  # -N: the whole sweep again on the same buffers, each cycle its own rows
+    report_cputime: bool = False  # -C: the time column is the host time per launch ("cpu_time")
+    register: int = 0  # -R: 0 none, 1 local (ncclCommRegister), 2 symmetric (ncclCommWindowRegister)
+    unalign: int = 0  # -u: elements by which every send and receive view is moved off the allocation
+    per_iter_skip: int = 0  # -K: first timed iterations left out of the -I statistics
+    timestamps: bool = False  # -S: each row says when its size started
+
+    def __post_init__(self):
+        if self.cycles < 1:
+            raise UsageError(f"-N/--run_cycles must be >= 1, got {self.cycles} (0, nccl-tests' endless run, "
+                             "is not offered: results are written when the sweep ends)")
+        if self.aggregate not in AGGREGATES:
+            raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
+        if self.check < 0:
+            raise UsageError(f"-c/--check must be >= 0, got {self.check}")
+        if self.register not in (0, 1, 2):
+            raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.register}")
+        if self.unalign < 0:
+            raise UsageError(f"-u/--unalign must be >= 0 elements, got {self.unalign}")
+        if not 0 <= self.per_iter_skip < self.timing.iters:
+            raise UsageError(f"-K/--per_iter_skip must be >= 0 and below -n/--iters {self.timing.iters}, "
+                             f"got {self.per_iter_skip}")

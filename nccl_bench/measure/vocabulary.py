@@ -1,0 +1,30 @@
+"""The measuring floor's vocabulary: element types by nccl-tests' names and torch's, their sizes,
+the reductions, and sizes written as nccl-tests takes them (8, 64K, 1M, 8G). No torch here: options are
+checked with it before any job starts."""
+from __future__ import annotations
+
+import re
+
+from nccl_bench.core.errors import UsageError
+
+# nccl-tests' type names (and common aliases) -> torch dtype name
+DTYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "int": "int32",
+          "int64": "int64", "half": "float16", "float16": "float16", "fp16": "float16",
+          "float": "float32", "float32": "float32", "fp32": "float32", "double": "float64",
+          "float64": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+ELEMENT_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "float64": 8,
+                 "bfloat16": 2}  # per torch dtype name: sizes are checked before torch loads
+TYPE_NAMES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "float16": "half",
+              "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
+OPS = ("sum", "prod", "min", "max", "avg")
+ALL_TYPES = ("int8", "uint8", "int32", "int64", "half", "float", "double", "bfloat16")  # -d all (nccl-tests' names)
+FLOATING = ("float16", "float32", "float64", "bfloat16")
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str, what: str) -> int:
+    """'8', '64K', '1M', '8G' (powers of 1024, as nccl-tests) -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)B?\s*", str(text), re.IGNORECASE)
+    if not m:
+        raise UsageError(f"{what}: '{text}' is not a size (e.g. 8, 64K, 1M, 8G)")
+    return int(m.group(1)) * _SUFFIX[m.group(2).upper()]

@@ -1,0 +1,161 @@
+"""`replay`: a real job's communication, run on this node and judged against the job itself.
+
+    nccl-bench replay FILES_OR_DIR... [-n ITERS] [-w WARMUP] [--json PATH] [--max-slowdown X]
+
+Reads Flight Recorder dumps, profiler traces or a workload file (nccl_bench.replay.traces: every file
+checked before anything runs), says where a hung job's ranks stopped, then launches a job that replays
+every rank's sequence on the trace's groups (nccl_bench.replay.worker) and folds the times into one row
+per distinct call (nccl_bench.replay.rows): a table, and a JSON file of flat rows plus one
+metadata block. Exit 1 for wrong values, or with --max-slowdown for rows slower than the job beyond the
+spread; 2 for bad input.
+"""
+from __future__ import annotations
+
+from nccl_bench.core import launch, results
+from nccl_bench.core.errors import EXIT_FAILED, UsageError
+from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
+
+MAX_ITERS = 10_000
+
+
+def parser() -> Parser:
+    p = Parser(prog="nccl-bench replay", description="replay a job's collectives from its Flight Recorder "
+               "dumps, profiler trace or a workload file, and judge them against the job's own times")
+    p.add_argument("traces", nargs="+", metavar="FILE_OR_DIR", help="one dump or trace per rank (or their folder), "
+                   "or one workload file")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed passes of the whole sequence (default 20)")
+    p.add_argument("-w", "--warmup", type=int, default=2, help="untimed passes first (default 2)")
+    p.add_argument("--json", default=None, help="result file (default results/runs/replay-<machine>-<time>.json)")
+    p.add_argument("--max-slowdown", type=float, default=None, metavar="X",
+                   help="exit 1 when a call runs more than X times the job's own time, beyond the spread")
+    p.add_argument("--list", action="store_true", help="read and check the files, say what would be replayed, "
+                   "and run nothing (with --json: what was read, as a file)")
+    add_job_args(p, timeout=120.0)
+    return p
+
+
+def check_args(a) -> None:
+    """The options that need no trace, checked before any trace is read."""
+    if not 1 <= a.iters <= MAX_ITERS:
+        raise UsageError(f"-n/--iters must be 1..{MAX_ITERS}, got {a.iters}")
+    if not 0 <= a.warmup <= MAX_ITERS:
+        raise UsageError(f"-w/--warmup must be 0..{MAX_ITERS}, got {a.warmup}")
+    if a.max_slowdown is not None and not a.max_slowdown > 0:
+        raise UsageError(f"--max-slowdown must be above 0, got {a.max_slowdown:g}")
+    results.check_writable(a.json)
+
+
+MAX_SAMPLES = 2_000_000  # call times a rank keeps and sends to rank 0: passes x its calls
+
+
+class ReplayOptions:
+    def __init__(self, a, workload, digest: str):
+        calls = max(map(len, workload.ranks.values()), default=0)
+        if calls * a.iters > MAX_SAMPLES:
+            raise UsageError(f"-n/--iters {a.iters} x {calls} calls a rank is more than {MAX_SAMPLES} call times "
+                             f"to keep; use -n {max(1, MAX_SAMPLES // max(calls, 1))} or fewer")
+        if a.max_slowdown is not None and not workload.duration_known():
+            raise UsageError("--max-slowdown needs the job's own times, and this trace has none (record with "
+                             "TORCH_NCCL_ENABLE_TIMING=1, or give time_us in a workload file)")
+        self.iters, self.warmup, self.json, self.max_slowdown = a.iters, a.warmup, a.json, a.max_slowdown
+        self.digest = digest  # names the workload across nodes (accept's golden replay)
+        self.job = job_options(a)
+        if self.job.nranks is None:  # as many ranks as the trace has, where this node has them
+            from nccl_bench.comm import gpu_count
+            here = workload.nranks if self.job.backend == "gloo" else min(gpu_count(), workload.nranks)
+            self.job.nranks = max(1, here)
+
+
+def main(argv: list[str]) -> int:
+    from nccl_bench.replay import traces
+    a = parser().parse_args(argv)
+    check_args(a)
+    workload = traces.load(a.traces)
+    if a.list:
+        return list_only(a, workload)
+    opts = ReplayOptions(a, workload, traces.digest(a.traces))
+    if launch.detect() is None:  # the launcher says what was read, once; the ranks read it again quietly
+        for line in traces.describe(workload.fit(opts.job.local_ranks())):
+            print(line, flush=True)
+    return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=opts.json)
+
+
+def list_only(a, workload) -> int:
+    """--list: what was read, on the terminal and (--json) as a file; nothing runs."""
+    from nccl_bench.replay import traces
+    for line in traces.describe(workload):
+        print(line, flush=True)
+    if a.json:
+        meta = {"replay": {**summary(workload), "digest": traces.digest(a.traces)}, "listed": True}
+        print(f"# results: {results.write('replay', [], meta, a.json)}", flush=True)
+    return 0
+
+
+def summary(wl) -> dict:
+    """What a replay's metadata says of the workload it read."""
+    return {"source": wl.source, "files": wl.files, "trace_nranks": wl.nranks,
+            "groups": {k: {"ranks": list(g.ranks), "desc": g.desc} for k, g in wl.groups.items()},
+            "notes": wl.notes, "skipped": wl.skipped, "stopped": wl.stopped, "trace_meta": wl.meta,
+            "calls_per_rank": {str(r): len(ops) for r, ops in wl.ranks.items()}}
+
+
+def worker(opts: ReplayOptions, workload):
+    def run(job: Job) -> int:
+        from nccl_bench.replay import rows as replay_rows, worker as replay_worker
+        mine = replay_worker.worker(opts, workload)(job)
+        everyone = job.store.all_gather_obj("replay/result", mine, timeout=opts.job.timeout + 60)
+        if job.rank != 0:
+            return 0
+        wl = workload.fit(job.nranks)
+        rows, seq = replay_rows.fold(wl, everyone)
+        bad = replay_rows.verdict(rows, opts.max_slowdown)
+        meta = metadata(opts, wl, seq, job.nranks, everyone)
+        path = results.write("replay", rows, meta, opts.json)
+        for line in lines(rows, seq, bad, opts):
+            print(line, flush=True)
+        print(f"# results: {path}", flush=True)
+        return EXIT_FAILED if bad else 0
+    return run
+
+
+def metadata(opts: ReplayOptions, wl, seq: dict, nranks: int, outs: list[dict]) -> dict:
+    from nccl_bench.core import sysinfo
+    meta = sysinfo.collect(opts.job.backend)
+    meta["replay"] = {**summary(wl), "nranks": nranks, "digest": opts.digest,
+                      "iters": opts.iters, "warmup": opts.warmup, "max_slowdown": opts.max_slowdown,
+                      "ran": {str(o["rank"]): o["ran"] for o in outs},
+                      "timing": "cuda events around each call" if opts.job.backend != "gloo"
+                      else "wall clock around each call, waited for", "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)"}
+    meta["sequence"] = seq
+    return meta
+
+
+def lines(rows: list[dict], seq: dict, bad: list[dict], opts: ReplayOptions) -> list[str]:
+    from tabulate import tabulate
+    f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+    ready = any(r["trace_ready_us"] is not None for r in rows)
+    body = [[r["collective"], r["bytes"], r["dtype"], _ranks(r["group_ranks"]), r["calls"], f(r["time_us"]),
+             f(r["busbw"]), f(r["trace_time_us"]), *([f(r["trace_ready_us"]), f(r["trace_overlap_pct"], 0)] if ready else []),
+             f(r["ratio"]), r["nwrong"], "SLOWER" if r["slower"] else ""] for r in rows]
+    out = [tabulate(body, headers=["collective", "bytes", "dtype", "group_ranks", "calls", "time_us", "busbw",
+                                   "trace_us", *(["ready_us", "overlap%"] if ready else []), "x trace", "#wrong", ""],
+                    tablefmt="plain", disable_numparse=True)]
+    if ready:
+        out.append("# trace_us: the job's whole time per call; ready_us: once its last rank had started it (the "
+                   "ratio's base); overlap%: the share of it that the job's other kernels ran beside it")
+    here = f"{f(seq['here_median_us'])} us (quartiles {f(seq['here_p25_us'])}..{f(seq['here_p75_us'])})"
+    trace = (f"{f(seq['trace_us'])} us" + (" (its calls' ready times)" if seq["trace_of"] == "ready_us" else "")
+             if seq["trace_us"] else "not known (no durations in the trace)")
+    out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"
+               + (f"; {seq['ratio']:.2f} x" if seq["ratio"] else ""))
+    wrong = sum(r["nwrong"] for r in rows)
+    out.append(f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}")
+    for r in bad:
+        why = (f"{r['nwrong']} wrong values" if r["nwrong"] else
+               f"{r['ratio']:.2f} x the job's time, more than --max-slowdown {opts.max_slowdown:g}")
+        out.append(f"FAIL {r['collective']} {r['bytes']} B {r['dtype']} on ranks {r['group_ranks']}: {why}")
+    return out
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ",".join(map(str, ranks)) if len(ranks) <= 8 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"

@@ -1,0 +1,182 @@
+"""PyTorch profiler (Kineto) traces, one JSON per rank, into a Workload.
+
+NCCL's process groups record each collective as a CPU event `record_param_comms` whose args carry
+"Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name", "Process Group
+Description" and "Process Group Ranks" (a string, "[0, 1]"); the NCCL kernel the call launched carries
+the same args on the GPU side, with its duration. The sequence is read from the CPU events in time
+order; each call's duration is the i-th kernel of the same group and collective name, where the trace
+has kernels. The rank is the trace's `distributedInfo.rank`; its groups, `distributedInfo.pg_config`.
+
+Two more facts per call, from the kernels: its time once the last of its ranks had started it (the
+call's end less the latest start over the group's ranks: a job's NCCL kernel also waits for its late
+peers, which a replay lined up by a barrier does not), taken where the traces come from one node (one
+clock: the world fits the GPUs a trace lists); and the share of its time that other kernels ran beside
+it on the GPU (the job's compute competing with its communication, which a replay does not have).
+"""
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from nccl_bench.core.errors import UsageError
+from nccl_bench.replay.workload import Group, Op, Workload
+from nccl_bench.replay.frdump import COALESCED, DTYPES, NAMES, _ranks
+
+EVENT = "record_param_comms"
+MAX_TRACE_BYTES = 4 << 30  # a profiler trace can be large; past this it is not read into memory
+
+
+def is_trace(doc) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
+
+
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The file's bytes, gunzipped where it is gzip (PyTorch writes `.pt.trace.json.gz`), at most `limit`."""
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gz else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read(limit + 1)
+    except (OSError, EOFError) as e:
+        raise UsageError(f"{path}: cannot read it ({type(e).__name__}: {str(e)[:80]})") from None
+    if len(data) > limit:
+        raise UsageError(f"{path}: larger than {limit >> 30} GiB: profile fewer steps")
+    return data
+
+
+def load_trace(path: Path) -> dict:
+    try:
+        doc = json.loads(read_bytes(path, MAX_TRACE_BYTES))
+    except ValueError as e:
+        raise UsageError(f"{path}: not a profiler trace (JSON that does not parse: {e})") from None
+    if not is_trace(doc):
+        raise UsageError(f"{path}: not a profiler trace (no traceEvents)")
+    return doc
+
+
+def _call(args: dict) -> tuple[str | None, str]:
+    raw = str(args.get("Collective name") or "").lstrip("_")
+    base = raw[:-len(COALESCED)] if raw.endswith(COALESCED) else raw
+    return NAMES.get(base), raw
+
+
+def read(paths: list[Path]) -> Workload:
+    traces = {}
+    for p in paths:
+        doc = load_trace(p)
+        info = doc.get("distributedInfo") or {}
+        if not isinstance(info.get("rank"), int):
+            raise UsageError(f"{p}: a profiler trace without distributedInfo.rank (not a distributed job's)")
+        if info["rank"] in traces:
+            raise UsageError(f"{p}: a second trace of rank {info['rank']} (the first: {traces[info['rank']][0]})")
+        traces[info["rank"]] = (p, doc)
+    groups: dict[str, Group] = {}
+    said: dict[str, tuple[list[int], int]] = {}
+    wl = Workload(nranks=0, groups=groups, ranks={}, source="profiler trace", files=[str(p) for p, _ in traces.values()])
+    spans: dict[int, list] = {}  # rank -> each call's kernel (start, end), in its sequence's order
+    gpus = 0
+    for r, (p, doc) in sorted(traces.items()):
+        info = doc["distributedInfo"]
+        wl.nranks = max(wl.nranks, int(info.get("world_size") or 0), r + 1)
+        for cfg in info.get("pg_config") or []:
+            _group(groups, said, p, r, str(cfg.get("pg_name")), _ranks(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
+        events = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args"), dict)
+                  and "Collective name" in e["args"]]
+        cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
+        kernels: dict[tuple, list[dict]] = {}
+        for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
+            kernels.setdefault(_key(k["args"]), []).append(k)
+        busy = _union([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in doc["traceEvents"]
+                       if isinstance(e, dict) and e.get("cat") == "kernel"
+                       and "Collective name" not in (e.get("args") or {})])
+        used: dict[tuple, int] = {}
+        ops = []
+        for e in cpu:
+            a = e["args"]
+            key = str(a.get("Process Group Name", ""))
+            _group(groups, said, p, r, key, _ranks(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
+            name, raw = _call(a)
+            if name is None or name in ("send", "recv"):  # a transfer's peer is not in these args
+                wl.skipped.append(f"rank {r}: {raw or '(unnamed)'}: no replay for this call from a profiler trace")
+                continue
+            dtype = DTYPES.get(str(a.get("dtype")))
+            if dtype is None:
+                wl.skipped.append(f"rank {r}: {raw}: dtype {a.get('dtype')} has no replay")
+                continue
+            in_n, out_n = int(a.get("In msg nelems") or 0), int(a.get("Out msg nelems") or 0)
+            if raw.startswith("barrier"):
+                in_n = out_n = 1
+            i = used[_key(a)] = used.get(_key(a), -1) + 1
+            k = kernels.get(_key(a), [])
+            k = k[i] if i < len(k) else None
+            ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i,
+                          duration_us=float(k.get("dur", 0.0)) if k else None,
+                          overlap=_overlapped(busy, float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None))
+            spans.setdefault(r, []).append((float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None)
+        wl.ranks[r] = ops
+        gpus = max(gpus, len(doc.get("deviceProperties") or []))
+    if not any(wl.ranks.values()):
+        raise UsageError(f"{paths[0]}: the profiler trace holds no NCCL collective ({EVENT} events)")
+    if 0 < wl.nranks <= gpus and len(traces) == wl.nranks:  # one node: one clock for every trace
+        _ready(wl, spans)
+    else:
+        wl.notes.append("ready times not taken: the traces may come from several nodes (several clocks)")
+    wl.groups = {k: g for k, g in groups.items() if any(op.group == k for ops in wl.ranks.values() for op in ops)}
+    return wl
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _overlapped(busy: list[tuple[float, float]], a: float, b: float) -> float:
+    """The share of [a, b] covered by `busy` (sorted, disjoint)."""
+    if b <= a:
+        return 0.0
+    i, covered = max(bisect.bisect_left(busy, (a, a)) - 1, 0), 0.0
+    while i < len(busy) and busy[i][0] < b:
+        covered += max(0.0, min(b, busy[i][1]) - max(a, busy[i][0]))
+        i += 1
+    return covered / (b - a)
+
+
+def _ready(wl: Workload, spans: dict[int, list]) -> None:
+    """Each call's end less the latest start of the same call on its group's ranks (the j-th call of that
+    group, collective and size on each)."""
+    nth: dict[tuple, list[tuple[int, int]]] = {}
+    for r, ops in wl.ranks.items():
+        seen: dict[tuple, int] = {}
+        for i, op in enumerate(ops):
+            k = (op.group, op.collective, op.in_count, op.out_count)
+            j = seen[k] = seen.get(k, -1) + 1
+            nth.setdefault((*k, j), []).append((r, i))
+    for k, at in nth.items():
+        if len(at) != len(wl.groups[k[0]].ranks) or any(spans[r][i] is None for r, i in at):
+            continue
+        last = max(spans[r][i][0] for r, i in at)
+        for r, i in at:
+            wl.ranks[r][i] = replace(wl.ranks[r][i], ready_us=max(spans[r][i][1] - last, 0.0))
+
+
+def _key(args: dict) -> tuple:
+    return (str(args.get("Process Group Name", "")), str(args.get("Collective name", "")))
+
+
+def _group(groups, said, path, rank, key, ranks, desc) -> None:
+    if not ranks:
+        return
+    if key in said and said[key][0] != ranks:
+        raise UsageError(f"{path}: group {key} has ranks {ranks}, but rank {said[key][1]}'s trace says "
+                         f"{said[key][0]}: the traces disagree on a group")
+    said.setdefault(key, (ranks, rank))
+    groups.setdefault(key, Group(key, tuple(ranks), desc))

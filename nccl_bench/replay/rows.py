@@ -1,0 +1,103 @@
+"""A replay's rows: every rank's call times folded into one row per distinct call, judged against the
+job's own times where the trace has them. Pure: no torch, no job.
+
+A row is one (collective, bytes, dtype, group): `bytes` is nccl-tests' size column for the collective
+(the larger buffer), `group_ranks` the group's global ranks (a transfer's: its two ends), `calls` how
+many times the group ran it in one pass of the trace. A call's time is the average over the group's
+ranks (nccl-tests' default); `time_us` is the median over every call and timed pass, with its
+quartiles; busbw follows nccl-tests' formula for the collective (a transfer: 1). `trace_time_us` is
+the same median over the trace's own durations. A row is slower here when its lower quartile is above
+the trace's upper one (beyond the spread of both), and fails `--max-slowdown X` when it is also more
+than X times the trace's median. Where a profiler trace gives each call's time once its last rank had
+started it (`trace_ready_us`), that is the job's time the row is judged against; `trace_overlap_pct`
+says how much of the job's call ran beside other kernels (the job's compute).
+"""
+from __future__ import annotations
+
+from nccl_bench.core import stats
+from nccl_bench.measure import collectives
+from nccl_bench.replay.workload import P2P, Op, Workload
+
+
+def row_key(op: Op, wl: Workload, rank: int) -> tuple:
+    g = wl.groups[op.group]
+    if op.collective in P2P:
+        me, peer = rank, g.ranks[op.peer]
+        ends = (me, peer) if op.collective == "send" else (peer, me)
+        return (op.row_collective(), op.nbytes, op.dtype, op.group, ends)
+    return (op.collective, op.nbytes, op.dtype, op.group, tuple(g.ranks))
+
+
+def _q(values: list[float], q: float) -> float | None:
+    return stats.percentile(values, q) if values else None
+
+
+def fold(wl: Workload, outs: list[dict]) -> tuple[list[dict], dict]:
+    """(rows, sequence) from every rank's {"rank", "times": [pass][call], "wrong": [call]}."""
+    by_rank = {o["rank"]: o for o in outs}
+    occurrences: dict[tuple, dict[int, list[int]]] = {}  # key -> rank -> indices of its calls with that key
+    for r, ops in wl.ranks.items():
+        for i, op in enumerate(ops):
+            occurrences.setdefault(row_key(op, wl, r), {}).setdefault(r, []).append(i)
+    rows = []
+    for key, per_rank in occurrences.items():
+        collective, nbytes, dtype, group, ranks = key
+        calls = max(len(ix) for ix in per_rank.values())
+        here, trace, ready, overlap = [], [], [], []
+        for j in range(calls):
+            at = [(r, ix[j]) for r, ix in per_rank.items() if j < len(ix)]
+            for p in range(min(len(by_rank[r]["times"]) for r, _ in at)):
+                here.append(sum(by_rank[r]["times"][p][i] for r, i in at) / len(at))
+            for into, field in ((trace, "duration_us"), (ready, "ready_us"), (overlap, "overlap")):
+                got = [getattr(wl.ranks[r][i], field) for r, i in at]
+                if all(v is not None for v in got):
+                    into.append(sum(got) / len(got))
+        t = _q(here, 0.5)
+        n = len(ranks)
+        factor = 1.0 if collective not in collectives.REGISTRY else collectives.get(collective).factor(n)
+        algbw = nbytes / t / 1e9 if t else None
+        wrong = sum(by_rank[r]["wrong"][i] or 0 for r, ix in per_rank.items() for i in ix)
+        row = {"collective": collective, "bytes": nbytes, "dtype": dtype, "group": group,
+               "group_ranks": list(ranks), "calls": calls, "time_us": _us(t), "time_p25_us": _us(_q(here, 0.25)),
+               "time_p75_us": _us(_q(here, 0.75)), "alg_bw": algbw, "busbw": None if algbw is None else algbw * factor,
+               "nwrong": wrong, "trace_time_us": _q(trace, 0.5), "trace_p25_us": _q(trace, 0.25),
+               "trace_p75_us": _q(trace, 0.75), "samples": len(here)}
+        row.update(trace_ready_us=_q(ready, 0.5), trace_ready_p25_us=_q(ready, 0.25), trace_ready_p75_us=_q(ready, 0.75),
+                   trace_overlap_pct=None if not overlap else 100 * _q(overlap, 0.5))
+        # judged against the job's time once every rank had started the call where the trace has it (its
+        # kernels), else against the job's whole durations (which include waiting for a late peer)
+        of = "trace_ready" if row["trace_ready_us"] else "trace"
+        base = row[f"{of}_us" if of == "trace_ready" else "trace_time_us"]
+        row["ratio_of"] = of if base else None
+        row["ratio"] = row["time_us"] / base if row["time_us"] and base else None
+        row["slower"] = bool(row["ratio"] and row["time_p25_us"] > row[f"{of}_p75_us"])
+        rows.append(row)
+    rows.sort(key=lambda r: (-(r["time_us"] or 0) * r["calls"]))
+    return rows, sequence(wl, by_rank)
+
+
+def _us(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e6
+
+
+def sequence(wl: Workload, by_rank: dict) -> dict:
+    """The whole sequence per pass: the slowest rank's sum of its call times, here and in the trace
+    (the job's compute between calls is not replayed, so neither side counts it)."""
+    passes = min((len(o["times"]) for o in by_rank.values()), default=0)
+    here = [max(sum(o["times"][p]) for o in by_rank.values()) * 1e6 for p in range(passes)]
+    trace, of = None, None
+    for field in ("ready_us", "duration_us"):  # the job's time once each call's ranks were all in, else whole
+        if wl.ranks and all(getattr(op, field) is not None for ops in wl.ranks.values() for op in ops):
+            trace, of = max(sum(getattr(op, field) for op in ops) for ops in wl.ranks.values()), field
+            break
+    return {"here_us": here, "here_median_us": _q(here, 0.5), "here_p25_us": _q(here, 0.25),
+            "here_p75_us": _q(here, 0.75), "trace_us": trace, "trace_of": of,
+            "ratio": _q(here, 0.5) / trace if trace and here else None}
+
+
+def verdict(rows: list[dict], max_slowdown: float | None) -> list[dict]:
+    """Rows that fail: wrong values, or slower beyond the spread and above --max-slowdown."""
+    bad = [r for r in rows if r["nwrong"]]
+    if max_slowdown is not None:
+        bad += [r for r in rows if r["slower"] and r["ratio"] > max_slowdown and r not in bad]
+    return bad

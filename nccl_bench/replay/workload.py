@@ -1,0 +1,108 @@
+"""A job's communication as one neutral sequence per rank: what `replay` runs.
+
+Every reader (Flight Recorder dumps, profiler traces, our own workload file: nccl_bench.replay.traces)
+produces a Workload; the replay (nccl_bench.replay.worker) runs it through the collective records,
+buffers and checks `bench` uses. Pure data, no torch: it crosses into the ranks by being read again.
+
+A group's ranks are global ranks in group-rank order. An op's `root` and `peer` are group ranks.
+Sizes are the element counts the call was given (input and output), exact: no rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from nccl_bench.measure import collectives
+from nccl_bench.measure.vocabulary import ELEMENT_BYTES
+
+P2P = ("send", "recv")
+SEND_RECV = "send/recv"  # how a row names a point-to-point transfer (both ends)
+
+
+@dataclass(frozen=True)
+class Group:
+    key: str  # the trace's name for it (a process group's name), unique in the workload
+    ranks: tuple[int, ...]
+    desc: str = ""
+
+    def label(self) -> str:
+        name = self.desc if self.desc not in ("", "undefined") else f"group {self.key}"
+        return f"{name} {list(self.ranks)}"
+
+
+@dataclass(frozen=True)
+class Op:
+    collective: str  # a collectives.REGISTRY name, or "send" / "recv"
+    group: str
+    in_count: int  # elements the call was given to send
+    out_count: int  # elements it was given to receive
+    dtype: str  # torch's name: float32, bfloat16, ...
+    op: str | None = None  # the reduction; None where the trace does not record it (sum is replayed)
+    root: int = 0  # group rank (rooted collectives; traces record none: 0)
+    peer: int | None = None  # group rank at the other end (send, recv)
+    seq: int | None = None  # the trace's sequence number in its group
+    duration_us: float | None = None  # the job's own time for this call, where the trace has it
+    name: str = ""  # the trace's own name for it ("nccl:_all_gather_base")
+    # profiler traces of one node: the job's time for the call once its last rank had started it (its
+    # end less the latest start: no wait for a late peer), and the share of the call's time that other
+    # kernels ran beside it on this GPU (the job's compute overlapping its communication)
+    ready_us: float | None = None
+    overlap: float | None = None
+
+    @property
+    def elt(self) -> int:
+        return ELEMENT_BYTES[self.dtype]
+
+    @property
+    def nbytes(self) -> int:
+        """nccl-tests' size column: bytes of the larger buffer (for a transfer, what moves)."""
+        return max(self.in_count, self.out_count) * self.elt
+
+    def row_collective(self) -> str:
+        return SEND_RECV if self.collective in P2P else self.collective
+
+
+@dataclass
+class Workload:
+    nranks: int
+    groups: dict[str, Group]
+    ranks: dict[int, list[Op]]  # global rank -> its sequence, in order
+    source: str  # "flight recorder", "profiler trace", "workload file"
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what reading found worth saying
+    skipped: list[str] = field(default_factory=list)  # calls left out, each with its reason
+    stopped: list[str] = field(default_factory=list)  # a hung job: where each rank stopped
+    meta: dict = field(default_factory=dict)  # the job's versions, where the trace has them
+
+    def fit(self, nranks: int) -> "Workload":
+        """The groups whose ranks all exist on `nranks` ranks, and each such rank's calls on them;
+        the groups left out are named in notes."""
+        if nranks >= self.nranks:
+            return self
+        keep = {k: g for k, g in self.groups.items() if max(g.ranks) < nranks}
+        gone = [g for k, g in self.groups.items() if k not in keep]
+        notes = self.notes + [f"left out group {g.label()}: rank {max(g.ranks)} is beyond the {nranks} "
+                              f"rank(s) here" for g in gone]
+        ranks = {r: [op for op in ops if op.group in keep] for r, ops in self.ranks.items() if r < nranks}
+        return replace(self, nranks=nranks, groups=keep, ranks=ranks, notes=notes)
+
+    def duration_known(self) -> bool:
+        return any(op.duration_us is not None for ops in self.ranks.values() for op in ops)
+
+
+def check_op(op: Op, group: Group) -> str | None:
+    """Why this call cannot be replayed, or None."""
+    if op.dtype not in ELEMENT_BYTES:
+        return f"dtype {op.dtype} is not one this replay fills and checks"
+    if op.collective in P2P:
+        if op.peer is None or not 0 <= op.peer < len(group.ranks):
+            return f"{op.collective} with no peer in group {group.label()}"
+        return None if op.in_count or op.out_count else f"{op.collective} of nothing"
+    if op.collective not in collectives.REGISTRY:
+        return f"collective '{op.name or op.collective}' has no replay"
+    coll = collectives.REGISTRY[op.collective]
+    if coll.by_count is None:
+        return f"{op.collective} cannot be replayed from a trace's sizes"
+    if collectives.traced_layout(coll, op.in_count, op.out_count, op.elt, len(group.ranks), 0) is None:
+        return (f"{op.collective} of {op.in_count} -> {op.out_count} elements does not fit its shape on "
+                f"{len(group.ranks)} ranks")
+    return None

@@ -1,0 +1,54 @@
+"""Report sections for the files that judge a node: accept (verdicts against a profile, and where
+the profile came from) and locate (suspects, the pair matrix, the per-GPU check)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def accept_lines(res, table) -> list[str]:
+    """`table(body, headers)` renders markdown; returns the section's lines for one accept file."""
+    m = res.meta
+    doc = m.get("profile_doc") or {}
+    out = [f"### {res.given}: {m.get('verdict', '?')} against {m.get('profile', '?')} "
+           f"({m.get('profile_origin', 'built-in')})", ""]
+    if doc.get("source"):
+        out += [f"Profile source: {doc['source']}", ""]
+    der = doc.get("derivation") or {}
+    if der.get("transport"):
+        out += [f"Derived: {der['transport']} at {der.get('bottleneck_GBps') or 0:.0f} GB/s per GPU, "
+                f"margin {der.get('margin')}; inputs: " + ", ".join(f"{k}={v}" for k, v in (der.get("inputs") or {}).items()),
+                ""]
+    body = [[r.get("status", "").upper(), r.get("check"), _g(r.get("measured")), r.get("required"), r.get("detail") or ""]
+            for r in res.rows]
+    return out + [table(body, ["result", "check", "measured", "required", "detail"]), ""]
+
+
+def locate_lines(res, table, out_dir: Path) -> list[str]:
+    m = res.meta
+    nodes = m.get("nodes") or []
+    out = [f"### {res.given}: {m.get('verdict', '?')} ({len(nodes)} rank(s) on {len(set(nodes))} node(s))", ""]
+    for s in m.get("suspects") or []:
+        out.append(f"- SUSPECT {s.get('who')}: " + "; ".join(s.get("evidence") or []))
+    if m.get("single_rank"):
+        out.append("- one rank: no pair or half to compare; the GPU was checked on its own")
+    checks = [(r, c.get("gpu") or {}) for r, c in enumerate(m.get("checks") or []) if c]
+    rows = [[r, _n(g.get("copy_GBps")), _n(g.get("h2d_GBps")), _n(g.get("d2h_GBps")), g.get("why", "")]
+            for r, g in checks if g]
+    if rows:
+        out += ["", table(rows, ["rank", "device copy GB/s", "host to device GB/s", "device to host GB/s", "note"])]
+    if res.rows:
+        from nccl_bench.core.figures import pair_heatmap
+        n = len(nodes) or 1 + max(max(r["src"], r["dst"]) for r in res.rows)
+        cells = [(r["src"], r["dst"], r["ratio"], r["slow"]) for r in res.rows]
+        pic = pair_heatmap(cells, n, f"locate: busbw / class median ({res.path.name})",
+                           out_dir / f"locate-{res.path.stem}.png")
+        out += ["", f"![pair matrix {res.path.name}]({pic.name})"]
+    return out + [""]
+
+
+def _g(v) -> str:
+    return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _n(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
