@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nccl_bench.core import launch, sysinfo
 from nccl_bench.comm.bootstrap import MODES
-from nccl_bench.job.cli import Parser, add_verbose_arg, guarded, launch_quietly, run_job
+from nccl_bench.job.cli import Parser, add_verbose_arg, guarded, launch_quietly, prog, run_job
 from nccl_bench.comm import default_backend
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions, split_list
@@ -19,7 +19,7 @@ from stress.journallock import JournalOwner, inherited as owner_inherited
 
 
 def parser() -> Parser:
-    p = Parser(prog="python -m stress", description="churn communicator re-inits under seeded skew; "
+    p = Parser(prog=prog(None), description="churn communicator re-inits under seeded skew; "
                "classify every failure and explain it from every rank's evidence")
     p.add_argument("--rounds", type=int, default=100, help="rounds per init mode (default 100)")
     p.add_argument("--init", default="scoped", help="regular | stock | scoped | all (each in turn, compared)")

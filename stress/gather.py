@@ -78,7 +78,7 @@ def gather(job, seq: int, rec: RankRecord, timeout: float, everyone: peers.Peers
             if now >= end or len(dead) == len(missing) or (stop.requested and now - stop.since > stop_grace):
                 recs = [RankRecord.from_json(json.loads(raw.get(k))) if present[r] else None for r, k in enumerate(keys)]
                 return recs, [(r, job.store.host_of(r)) for r in missing], dead
-    except Exception as e:
+    except Exception as e:  # a lost store's network error is told apart below; anything else goes on up
         lost = store_lost(e, job.rank, "gather")
         if lost is None:
             raise

@@ -148,7 +148,7 @@ class Run:
                         {"dead": self.everyone.dead([m for m, _ in e.missing]), "hosts": self.everyone.hosts})
             row["diagnosis"] = "at the start of the round: " + row["diagnosis"]
             return {"seq": seq, "mode": mode, "round": r, **row, "skew_ms": [], "ranks": [], "lost": True}
-        except Exception as e:
+        except Exception as e:  # a lost store's network error is told apart below; anything else goes on up
             lost = store_lost(e, job.rank, "start")
             if lost is None:
                 raise

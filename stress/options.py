@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from nccl_bench.comm import gpu_count
-from nccl_bench.core.errors import UsageError
+from nccl_bench.core.errors import UsageError, at_least
 from nccl_bench.job.options import JobOptions
 from nccl_bench.comm.scenario import check_scenario
 from stress.inject import Injection
@@ -55,14 +55,12 @@ class StressOptions:
     fail_on_leak: bool = False  # a LEAK verdict makes the run exit 1
 
     def __post_init__(self):
-        if self.rounds < 1:
-            raise UsageError(f"--rounds must be >= 1, got {self.rounds}")
+        at_least("--rounds", self.rounds, 1)
         if not self.skew_max >= 0:
             raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown --collective '{self.collective}' (choose from {', '.join(COLLECTIVES)})")
-        if self.bytes < 4:
-            raise UsageError(f"--bytes must be >= 4 (one float32), got {self.bytes}")
+        at_least("--bytes", self.bytes, 4, " (one float32)")
         if self.on_failure not in ON_FAILURE:
             raise UsageError(f"unknown --on-failure '{self.on_failure}' (choose from {', '.join(ON_FAILURE)})")
         if self.resume and not self.journal:
@@ -74,20 +72,16 @@ class StressOptions:
         if self.scenario == "same-group" and self.job.backend == "torch" and gpu_count() < 2:
             raise UsageError("--scenario same-group on the torch backend makes each round's communicator on "
                              f"another GPU (as pytorch#178473's repro does); this machine has {gpu_count()}")
-        if self.max_restarts < 0:
-            raise UsageError(f"--max-restarts must be >= 0, got {self.max_restarts}")
-        if self.baseline < 0:
-            raise UsageError(f"--baseline must be >= 0 cycles, got {self.baseline}")
-        if self.leak_every < 0:
-            raise UsageError(f"--leak-every must be >= 0 rounds (0: no leak watch), got {self.leak_every}")
+        at_least("--max-restarts", self.max_restarts, 0)
+        at_least("--baseline", self.baseline, 0, " cycles")
+        at_least("--leak-every", self.leak_every, 0, " rounds (0: no leak watch)")
         if self.leak_warmup is not None and self.leak_warmup < 0:
             raise UsageError(f"--leak-warmup must be >= 0 rounds, got {self.leak_warmup}")
         if self.fail_on_leak and not self.leak_every:
             raise UsageError("--fail-on-leak needs the leak watch: --leak-every N with N >= 1")
         if self.destroys_in_flight is None:
             self.destroys_in_flight = 0 if self.job.backend == "torch" else DESTROYS_IN_FLIGHT
-        if self.destroys_in_flight < 0:
-            raise UsageError(f"--destroys-in-flight must be >= 0, got {self.destroys_in_flight}")
+        at_least("--destroys-in-flight", self.destroys_in_flight, 0)
         if self.destroys_in_flight and self.job.backend == "torch":
             # destroy_process_group() tears down the default group, which the next
             # init_process_group() replaces: the two cannot overlap

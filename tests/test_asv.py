@@ -56,6 +56,11 @@ def test_quick_pass_on_gloo_records_every_benchmark_for_head(tmp_path):
     doc = saved_results(tmp_path)
     assert doc["commit_hash"] in (before, head())  # the checked-out commit (someone may commit meanwhile)
     assert doc["params"]["machine"] == "cpu"
+    # the history goes on across commits that move code: every benchmark keeps its committed name and version
+    ran = json.loads((tmp_path / "results" / "benchmarks.json").read_text())
+    committed = json.loads((REPO / "results" / "asv" / "benchmarks.json").read_text())
+    assert {k: v["version"] for k, v in ran.items() if k != "version"} == \
+        {k: v["version"] for k, v in committed.items() if k != "version"}
     names = {"bandwidth.Bandwidth.track_time_per_op", "bandwidth.Bandwidth.track_busbw",
              "init.InitLatency.track_median", "stress.ScopedChurn.track_rounds_per_s",
              "stress.ScopedChurn.track_seconds_per_round"}

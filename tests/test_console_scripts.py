@@ -36,6 +36,9 @@ def test_pip_install_gives_both_commands(tmp_path):
     assert "replay" in bench.stdout or "report" in bench.stdout
     stress = sh([str(venv / "bin" / "nccl-stress"), "--help"], cwd=tmp_path)
     assert stress.returncode == 0 and "--rounds" in stress.stdout, stress.stdout + stress.stderr
+    assert stress.stdout.startswith("usage: nccl-stress "), stress.stdout[:200]  # as the user called it
+    replay = sh([str(venv / "bin" / "nccl-bench"), "replay", "--help"], cwd=tmp_path)
+    assert replay.stdout.startswith("usage: nccl-bench replay "), replay.stdout[:200]
     # the dashboard's vendored scripts are package data: the installed package serves them too
     files = sh([str(venv / "bin" / "python"), "-c", "import nccl_bench.asv.offline as o; "
                 "print(all((o.WWW / 'vendor' / f['dest']).is_file() for f in o.files()))"], cwd=tmp_path)

@@ -162,3 +162,53 @@ def test_a_stop_at_any_moment_of_a_bench_is_the_one_line(tmp_path, sig, moment):
     assert took < 15, f"{sig.name} took {took:.1f} s"
     assert err.strip() == {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}[sig], err
     assert_no_survivors(token)
+
+
+def in_session(sid: int) -> list[tuple[int, str]]:
+    """(pid, state) of every process in the run's session, zombies included (their environment is gone)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid:
+                out.append((int(name), fields[0]))
+    return out
+
+
+def busy_loops(n: int = 2) -> list[subprocess.Popen]:
+    """CPU-heavy neighbours: on a 2-core machine they keep every core busy while the run starts and stops."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+STOPPED_AT = {
+    "bench": ["-m", "nccl_bench", "bench", "--backend", "gloo", "--nranks", "2", "-b", "8", "-e", "64M", "-n", "200"],
+    "stress": ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--rounds", "100000"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(STOPPED_AT))
+def test_ctrl_c_at_any_moment_under_load_is_130_and_nothing_lives_a_second_later(tmp_path, command):
+    """Ctrl-C to the process group 0.3, 1, 2.5 and 4 s into a run, two busy loops beside it: exit 130
+    within 20 s, no traceback, and one second after the launcher returned no process of the run is left
+    (the launcher waits for everything it started, the forkserver importing torch included)."""
+    loops = busy_loops()
+    try:
+        for at in (0.3, 1.0, 2.5, 4.0):
+            token = uuid.uuid4().hex
+            out_file = ["-J" if command == "bench" else "--journal", str(tmp_path / f"{command}-{at}")]
+            proc = start([*STOPPED_AT[command], *out_file], token)
+            t0 = time.monotonic()
+            out, err, took = signal_and_wait(proc, signal.SIGINT, lambda: time.monotonic() - t0 >= at, "group", token)
+            assert proc.returncode == 130, (at, proc.returncode, out[-2000:], err[-2000:])
+            assert took < 20, f"Ctrl-C at {at} s took {took:.1f} s"
+            assert "Traceback" not in err, (at, err)
+            time.sleep(1.0)
+            assert_no_survivors(token, grace=0.0)
+            assert not in_session(proc.pid), (at, in_session(proc.pid))  # zombies too: every one reaped
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()

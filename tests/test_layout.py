@@ -172,9 +172,8 @@ def test_every_broad_except_is_narrowed_or_says_why_it_may_swallow():
                 names = [e.id for e in (n.type.elts if isinstance(n.type, ast.Tuple) else [n.type])
                          if isinstance(e, ast.Name)]
                 broad = bool({"Exception", "BaseException"} & set(names))
-            if broad:
-                said = "#" in lines[n.lineno - 1] or lines[n.body[0].lineno - 1].strip().startswith("#") \
-                    or "#" in lines[n.body[0].lineno - 1]
+            if broad:  # a comment on the except line, or before or on the first line of its body
+                said = any("#" in line for line in lines[n.lineno - 1:n.body[0].lineno])
                 if not said:
                     silent.append(f"{f.relative_to(REPO)}:{n.lineno}")
     assert not silent, "broad excepts that do not say why:\n" + "\n".join(silent)

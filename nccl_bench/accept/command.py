@@ -24,10 +24,11 @@ from nccl_bench.accept import verdicts
 from nccl_bench.accept import golden as golden_mod
 from nccl_bench.measure import benchfile
 from nccl_bench.core import launch, results, stats, sysinfo
-from nccl_bench.job.cli import Parser
+from nccl_bench.job.cli import Parser, prog
 from nccl_bench.comm import check_backend, default_backend, gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE, UsageError
 from nccl_bench.job.jobs import JobFailed, run_json
+import stress  # run as `python -m stress`: a dependency the layer test sees
 
 
 @dataclass
@@ -68,7 +69,7 @@ class AcceptOptions:
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench accept", description="doctor + bandwidth + init + short stress, judged by a profile")
+    p = Parser(prog=prog("accept"), description="doctor + bandwidth + init + short stress, judged by a profile")
     p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
     p.add_argument("--nranks", type=int, default=None, help="ranks (default: one per GPU, 2 on CPU)")
     p.add_argument("--profile", default=None, help="profile name or JSON file (default: chosen from GPU model and count)")
@@ -141,7 +142,7 @@ def step_init(o: AcceptOptions) -> dict:
 
 
 def step_stress(o: AcceptOptions) -> dict:
-    doc = run_json(["stress", *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
+    doc = run_json([stress.__name__, *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
                    o.step_timeout, json_flag="--summary-json", ok_codes=(0, 1))
     return {"stress_failures": int(doc["failures"])}
 

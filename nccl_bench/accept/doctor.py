@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from nccl_bench.core import junit
 from nccl_bench.core import results, sysinfo
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
+from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, UsageError
 from nccl_bench.accept.check import Check
@@ -22,7 +22,7 @@ from nccl_bench.accept.gpuchecks import GPU_CHECK_NAMES
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench doctor", description="preflight health checks on every rank, judged at rank 0")
+    p = Parser(prog=prog("doctor"), description="preflight health checks on every rank, judged at rank 0")
     add_job_args(p, timeout=60.0)
     p.add_argument("--json", metavar="PATH", default=None, help="also write the checks as JSON (never overwritten)")
     p.add_argument("--junit", metavar="PATH", default=None, help="also write JUnit XML, one test case per check")

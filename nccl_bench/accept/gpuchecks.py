@@ -152,6 +152,7 @@ def gpu_checks(local_rank: int, xid_window: float = 1.0) -> list[Check]:
                 try:
                     c = fn(nv, h)
                 except Exception as e:
+                    # NVML raises its own error per field: a check that cannot read is a warn, not a crash
                     c = (Check(name, "skip", "not supported on this GPU") if not_supported(nv, e)
                          else Check(name, "warn", f"could not read: {type(e).__name__}: {e}",
                                     "check the driver with nvidia-smi -q"))

@@ -12,7 +12,7 @@ from tabulate import tabulate
 from nccl_bench.accept import staleprobe
 from nccl_bench.core import sysinfo
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
-from nccl_bench.job.cli import Parser
+from nccl_bench.job.cli import Parser, prog
 from nccl_bench.core.launch import describe
 
 
@@ -26,7 +26,7 @@ def gather() -> dict:
 
 
 def main(argv: list[str]) -> int:
-    p = Parser(prog="nccl_bench info", description="what this machine has")
+    p = Parser(prog=prog("info"), description="what this machine has")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--probe", action="store_true",
                    help="run pytorch#178473's scenario on this torch (one process group, a new communicator per "

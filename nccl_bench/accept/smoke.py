@@ -1,7 +1,7 @@
 """`smoke`: the quickest "does this node work": per mode one init, one checked all_reduce, one destroy."""
 from __future__ import annotations
 
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
+from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError
@@ -10,7 +10,7 @@ from nccl_bench.job.options import JobOptions
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench smoke", description="one init, one checked all_reduce and one destroy per init mode")
+    p = Parser(prog=prog("smoke"), description="one init, one checked all_reduce and one destroy per init mode")
     add_job_args(p, init_default="regular,stock,scoped", allow_all=True)
     return p
 

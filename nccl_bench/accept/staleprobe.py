@@ -17,7 +17,8 @@ from pathlib import Path
 from nccl_bench.job import jobs
 from nccl_bench.core import results, sysinfo
 from nccl_bench.comm import gpu_count
-from nccl_bench.core.errors import UsageError
+from nccl_bench.core.errors import UsageError, at_least
+import stress  # run as `python -m stress`: a dependency the layer test sees
 
 ISSUE = "pytorch#178473"
 MAX_ROUNDS = 8
@@ -44,8 +45,7 @@ class ProbeOptions:
             check_writable(self.journal, "--journal")
         if self.nranks is None:
             self.nranks = gpu_count() if self.backend == "torch" else 2
-        if self.nranks < 2:
-            raise UsageError(f"--nranks must be >= 2 for --probe, got {self.nranks}")
+        at_least("--nranks", self.nranks, 2, " for --probe")
         if not 0 < self.delay < self.timeout:
             raise UsageError(f"--probe: --delay ({self.delay:g} s) must be above 0 and below --timeout "
                              f"({self.timeout:g} s), so that a late rank alone never fails a round")
@@ -56,7 +56,7 @@ class ProbeOptions:
 
     def stress_argv(self, journal: Path) -> list[str]:
         delays = [f"delay:{r}:{r % self.nranks}:{self.delay:g}" for r in range(1, self.rounds)]
-        return ["stress", "--backend", self.backend, "--nranks", str(self.nranks), "--scenario", "same-group",
+        return [stress.__name__, "--backend", self.backend, "--nranks", str(self.nranks), "--scenario", "same-group",
                 "--init", "stock", "--ranks-per-root", "1", "--rounds", str(self.rounds), "--skew-max", "0",
                 "--timeout", f"{self.timeout:g}", "--journal", str(journal),
                 *[a for d in delays for a in ("--inject", d)]]

@@ -49,7 +49,7 @@ def read(local_ranks: list[int] | None = None) -> NodeFacts | None:
     try:
         import pynvml as nv
         nv.nvmlInit()
-    except Exception:
+    except Exception:  # no NVML (not installed, no driver): no facts to derive from
         return None
     try:
         n = nv.nvmlDeviceGetCount()
@@ -66,17 +66,17 @@ def read(local_ranks: list[int] | None = None) -> NodeFacts | None:
                 try:
                     if nv.nvmlDeviceGetNvLinkState(h, link) != nv.NVML_FEATURE_ENABLED:
                         continue
-                except Exception:
+                except Exception:  # NVML's error for a link it does not have: not counted
                     continue
                 links += 1
                 try:
                     gens.add(int(nv.nvmlDeviceGetNvLinkVersion(h, link)))
-                except Exception:
+                except Exception:  # NVML's error: the generation is unknown for this link
                     pass
                 try:
                     to_switch += nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link) == getattr(
                         nv, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 1)
-                except Exception:
+                except Exception:  # NVML's error: the far end is unknown, not a switch
                     pass
             active.append(links)
             switched.append(links > 0 and to_switch == links)
@@ -95,14 +95,14 @@ def read(local_ranks: list[int] | None = None) -> NodeFacts | None:
     finally:
         try:
             nv.nvmlShutdown()
-        except Exception:
+        except Exception:  # shutting NVML down: nothing left to report
             pass
 
 
 def _safe(fn, h):
     try:
         return int(fn(h))
-    except Exception:
+    except Exception:  # NVML's own errors: this fact is not known
         return None
 
 

@@ -50,7 +50,7 @@ class XidWatch:
         try:
             self.events = nv.nvmlEventSetCreate()
             nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, self.events)
-        except Exception as e:
+        except Exception as e:  # NVML's error: XIDs are not watched, and the check says why
             self.error = f"XID events unavailable: {e}"
             self.close()
 

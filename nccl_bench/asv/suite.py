@@ -25,6 +25,7 @@ from nccl_bench.core import stats
 from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.measure.collectives import NAMES, get as collective
 from nccl_bench.job.jobs import JobFailed, run_json
+import stress  # run as `python -m stress`: a dependency the layer test sees
 
 # The collectives NCCL runs in one call (the point-to-point rounds of gather, scatter, alltoallv and
 # hypercube have no history here yet: their sizes and rank rules differ from these points).
@@ -257,13 +258,13 @@ def init_phase(cache: dict, init: str, ranks_per_root: int, phase: str) -> float
 
 # --- stress: a short scoped churn -> rounds per second ------------------------------------------
 def _stress_argv(m: Machine) -> list[str]:
-    return ["stress", *_job_args(m), "--init", "scoped", "--rounds", "15" if m.gloo else "20"]
+    return [stress.__name__, *_job_args(m), "--init", "scoped", "--rounds", "15" if m.gloo else "20"]
 
 
 def _stress_row(doc: dict) -> dict:
     row = doc["rows"][0]
     if not row["rounds_per_s"]:
-        raise JobFailed(["stress"], f"no round timed ({doc['rounds']} rounds)")
+        raise JobFailed([stress.__name__], f"no round timed ({doc['rounds']} rounds)")
     return row
 
 

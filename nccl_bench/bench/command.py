@@ -19,7 +19,7 @@ from nccl_bench.measure import datacheck
 from nccl_bench.bench import algoprobe
 from nccl_bench.core import launch, results
 from nccl_bench.job import launcher
-from nccl_bench.job.cli import Parser, add_job_args, job_options, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.core.errors import UsageError
 from nccl_bench.bench.split import from_env as split_from_env, groups
 from nccl_bench.bench.options import ALGOS, BenchOptions
@@ -27,8 +27,29 @@ from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, ELEMENT_BYTES, OPS,
 from nccl_bench.bench.worker import probe_worker, worker
 
 
+# nccl-tests' integer flags of what a point keeps and shows: (short, long, help); default 0 (1 for -N and -m)
+INTEGER_FLAGS = (
+    ("-N", "--run_cycles", "run the sweep N times on the same buffers, each cycle printed and kept (default 1)"),
+    ("-C", "--report_cputime", "1: the time column is the host (CPU) time per launch; JSON key cpu_time (default 0)"),
+    ("-R", "--local_register", "register the buffers with NCCL: 0 no, 1 local (ncclCommRegister), 2 symmetric "
+     "windows (NCCL >= 2.27); nccl backend only (default 0)"),
+    ("-m", "--agg_iters", "operations launched back to back per timed iteration (default 1); time is per operation"),
+    ("-I", "--per_iter_timing", "1: time every iteration (CUDA events between iterations; on gloo the wall clock "
+     "around each iteration, which is then waited for): adds min/max/p50/p95/p99/stdev/cv per size, every "
+     "process's times in the JSON (nccl-tests' analyze_perf_json.py reads them) (default 0)"),
+    ("-K", "--per_iter_skip", "with -I 1: leave the first K timed iterations out of the statistics (default 0)"),
+    ("-M", "--memory", "1: report memory usage per rank (GPU: device memory used and torch's peak; gloo: GPU memory "
+     "is N/A, the host's peak RSS is given) (default 0)"),
+    ("-S", "--report_timestamps", "1: a timestamp per size (when it started), in the table and the JSON (default 0)"),
+    ("-u", "--unalign", "move every send and receive buffer this many ELEMENTS off its allocation (default 0)"),
+    ("-p", "--parallel_init", "0/1, accepted for nccl-tests' command lines and recorded: with one process per GPU "
+     "every rank already inits its communicator in parallel (nccl-tests' -p threads the inits of -g GPUs in one "
+     "process), so it changes nothing here"),
+)
+
+
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench bench", description="nccl-tests-style bandwidth sweep for every collective")
+    p = Parser(prog=prog("bench"), description="nccl-tests-style bandwidth sweep for every collective")
     add_sweep_args(p)
     add_reporting_args(p)
     add_job_args(p, init_default="regular", allow_all=True, short_timeout=True)
@@ -69,32 +90,8 @@ def add_sweep_args(p: Parser) -> None:
 def add_reporting_args(p: Parser) -> None:
     """What is kept and shown of each point: cycles, host time, registration, per-iteration times, memory,
     timestamps, the result file, the algorithm's confirmation."""
-    p.add_argument("-N", "--run_cycles", type=int, default=1,
-                   help="run the sweep N times on the same buffers, each cycle printed and kept (default 1)")
-    p.add_argument("-C", "--report_cputime", type=int, default=0,
-                   help="1: the time column is the host (CPU) time per launch; JSON key cpu_time (default 0)")
-    p.add_argument("-R", "--local_register", type=int, default=0,
-                   help="register the buffers with NCCL: 0 no, 1 local (ncclCommRegister), "
-                   "2 symmetric windows (NCCL >= 2.27); nccl backend only (default 0)")
-    p.add_argument("-m", "--agg_iters", type=int, default=1,
-                   help="operations launched back to back per timed iteration (default 1); time is per operation")
-    p.add_argument("-I", "--per_iter_timing", type=int, default=0,
-                   help="1: time every iteration (CUDA events between iterations; on gloo the wall clock around "
-                   "each iteration, which is then waited for): adds min/max/p50/p95/p99/stdev/cv per size, "
-                   "every process's times in the JSON (nccl-tests' analyze_perf_json.py reads them) (default 0)")
-    p.add_argument("-K", "--per_iter_skip", type=int, default=0,
-                   help="with -I 1: leave the first K timed iterations out of the statistics (default 0)")
-    p.add_argument("-M", "--memory", type=int, default=0,
-                   help="1: report memory usage per rank (GPU: device memory used and torch's peak; gloo: "
-                   "GPU memory is N/A, the host's peak RSS is given) (default 0)")
-    p.add_argument("-S", "--report_timestamps", type=int, default=0,
-                   help="1: a timestamp per size (when it started), in the table and the JSON (default 0)")
-    p.add_argument("-u", "--unalign", type=int, default=0,
-                   help="move every send and receive buffer this many ELEMENTS off its allocation (default 0)")
-    p.add_argument("-p", "--parallel_init", type=int, default=0,
-                   help="0/1, accepted for nccl-tests' command lines and recorded: with one process per GPU "
-                   "every rank already inits its communicator in parallel (nccl-tests' -p threads the inits "
-                   "of -g GPUs in one process), so it changes nothing here")
+    for short, long, hint in INTEGER_FLAGS:
+        p.add_argument(short, long, type=int, default=1 if long in ("--run_cycles", "--agg_iters") else 0, help=hint)
     p.add_argument("-J", "--json", default=None, help="result file (default results/runs/bench-<machine>-<time>.json)")
     p.add_argument("--no-algo-confirm", action="store_true", help="skip the NCCL_DEBUG probe that confirms the algorithm")
     p.add_argument("--algo-probe", default=None, help=argparse_suppress())

@@ -32,7 +32,7 @@ def gpu_count() -> int:
     try:
         import torch
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
+    except Exception:  # a torch that cannot see the driver counts no GPU
         return 0
 
 

@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Callable
 
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.core.errors import DeadlineExceeded, UsageError
+from nccl_bench.core.errors import DeadlineExceeded, UsageError, at_least
 from nccl_bench.comm.scenario import key_layout
 
 MODES = ("regular", "stock", "scoped")
@@ -36,8 +36,7 @@ def check_mode(mode: str) -> str:
 
 def num_roots(nranks: int, ranks_per_root: int) -> int:
     """ceil(nranks / ranks_per_root), as PyTorch computes the number of unique IDs."""
-    if ranks_per_root < 1:
-        raise UsageError(f"--ranks-per-root must be >= 1, got {ranks_per_root}")
+    at_least("--ranks-per-root", ranks_per_root, 1)
     return max(1, math.ceil(nranks / ranks_per_root))
 
 

@@ -65,7 +65,7 @@ class GlooCommunicator(Communicator):
         self._store, self._key = plan.store.raw, f"{prefix}/0/{plan.rank}"
         try:
             self.pg = dist.ProcessGroupGloo(store, plan.rank, plan.nranks, _options(deadline))
-        except Exception as e:
+        except Exception as e:  # gloo raises RuntimeError subclasses of its own: each becomes our CommError
             kind = DeadlineExceeded if deadline.expired() or "imeout" in str(e) else CommError
             raise self._err(kind, "init", "gloo rendezvous failed",
                             f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
@@ -91,7 +91,7 @@ class GlooCommunicator(Communicator):
         if self.pg is not None:
             try:
                 self.pg.abort()
-            except Exception:
+            except Exception:  # aborting after a failure: whatever gloo raises now changes nothing
                 pass
         self.pg = None
         self._work.clear()
@@ -173,7 +173,7 @@ class GlooCommunicator(Communicator):
                     raise self._err(DeadlineExceeded, op, "gloo work did not complete")
         except CommError:
             raise
-        except Exception as e:
+        except Exception as e:  # gloo's own errors become our CommError (a timeout: DeadlineExceeded)
             msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
             kind = DeadlineExceeded if "imed out" in msg or "imeout" in msg else CommError
             raise self._err(kind, op, "gloo error", msg) from None

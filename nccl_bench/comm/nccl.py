@@ -80,7 +80,7 @@ class NcclCommunicator(Communicator):
     def _last_error(self) -> str:
         try:
             return (self.comm.get_last_error() or "").strip()[:300]
-        except Exception:
+        except Exception:  # no last error to add: the caller's own message stands
             return ""
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -128,7 +128,7 @@ class NcclCommunicator(Communicator):
             return
         try:
             self.comm.abort()
-        except Exception:
+        except Exception:  # aborting after a failure: whatever NCCL raises now changes nothing
             pass
         finally:
             self.comm = None

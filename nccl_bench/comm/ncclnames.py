@@ -22,7 +22,7 @@ def lib_error_name(nb, status) -> str:
     """ncclResult_t -> its name as NCCL prints it (ncclUnhandledCudaError ...)."""
     try:
         return "nccl" + nb.Result(int(status)).name
-    except Exception:
+    except Exception:  # a status this binding does not name: its number is said
         return f"ncclResult {status}"
 
 

@@ -42,7 +42,7 @@ def teardown(comm, ok: bool) -> None:
     if ok:
         try:
             comm.destroy()
-        except BaseException:
+        except BaseException:  # any way out of destroy (Ctrl-C too) aborts, then goes on out
             comm.abort()
             raise
     else:
@@ -70,7 +70,7 @@ class _Teardown:
                 teardown(self.comm, self.ok)
         except CommError as e:
             error = e.as_dict()
-        except Exception as e:
+        except Exception as e:  # a teardown's own error is its outcome, recorded for its round
             error = {"kind": "error", "op": self.op, "lib_error": type(e).__name__,
                      "detail": str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
                      "rank": getattr(self.comm, "rank", -1), "host": getattr(self.comm, "host", "")}

@@ -124,7 +124,7 @@ class TorchCommunicator(Communicator):
                 probe = torch.zeros(1, device=self.device)
                 dist.all_reduce(probe)
                 torch.cuda.synchronize(self.device)
-            except Exception as e:
+            except Exception as e:  # torch's errors (DistBackendError, RuntimeError...) become our CommError
                 self._record(plan)
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                 raise self._err(kind, "init", torch_error_name(e), first_line(e)) from None
@@ -177,10 +177,10 @@ class TorchCommunicator(Communicator):
         try:
             if dist.is_initialized():
                 dist.distributed_c10d._abort_process_group()
-        except Exception:
+        except Exception:  # abort failed: destroy is the way left to let the group go
             try:
                 dist.destroy_process_group()
-            except Exception:
+            except Exception:  # neither let go: the process's exit frees it
                 pass
         self.pg = None
         self.created = False
@@ -193,7 +193,7 @@ class TorchCommunicator(Communicator):
                 try:
                     pg = dist.new_group(ranks, device_id=self.device, **_UNSORTED,
                                         timeout=timedelta(seconds=max(deadline.remaining(), 1)))
-                except Exception as e:
+                except Exception as e:  # torch's errors become our CommError
                     kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                     raise self._err(kind, "split", torch_error_name(e), first_line(e)) from None
                 out.append(TorchSubgroup(self, pg, ranks) if self.rank in ranks else None)
@@ -276,7 +276,7 @@ class TorchCommunicator(Communicator):
                 for w in works:
                     w.wait(timedelta(seconds=max(deadline.remaining(), 0.001)))
                 torch.cuda.synchronize(self.device)
-            except Exception as e:
+            except Exception as e:  # torch's errors become our CommError (past the deadline: DeadlineExceeded)
                 kind = DeadlineExceeded if wd.fired or deadline.expired() else CommError
                 raise self._err(kind, op, torch_error_name(e), first_line(e)) from None
 
@@ -301,7 +301,7 @@ class TorchSubgroup(TorchCommunicator):
         try:
             if self.group is not None:
                 dist.distributed_c10d._abort_process_group(self.group)
-        except Exception:
+        except Exception:  # aborting after a failure: whatever torch raises now changes nothing
             pass
         self.pg = self.group = None
         self.created = False

@@ -15,6 +15,12 @@ class UsageError(Exception):
     """Bad arguments, environment or files: the command cannot run (exit 2)."""
 
 
+def at_least(option: str, value, floor, unit: str = "") -> None:
+    """An option below its floor is bad input that names it: '--rounds must be >= 1, got 0'."""
+    if value < floor:
+        raise UsageError(f"{option} must be >= {floor}{unit}, got {value}")
+
+
 class StoreUnreachable(UsageError):
     """The job store (master address) cannot be reached: the job cannot run (exit 2)."""
 

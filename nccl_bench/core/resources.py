@@ -65,7 +65,7 @@ def _nvml_handle():
             import pynvml
             pynvml.nvmlInit()
             _nvml = pynvml
-        except Exception:
+        except Exception:  # no NVML: samples leave NVML's figures out
             _nvml = False
     return _nvml or None
 
@@ -90,14 +90,14 @@ def gpu_bytes(device: int | None) -> int | None:
         import torch
         free, total = torch.cuda.mem_get_info(device)
         return total - free
-    except Exception:
+    except Exception:  # no CUDA context to ask: the sample leaves GPU memory out
         return None
 
 
 def store_keys(store) -> int | None:
     try:
         return store.num_keys() if store is not None else None
-    except Exception:
+    except Exception:  # the store is gone: its key count is not known
         return None
 
 

@@ -42,12 +42,12 @@ def nccl_info() -> dict:
         if torch.cuda.is_available():
             v = torch.cuda.nccl.version()
             out["version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:
+    except Exception:  # a torch without NCCL: the version is not known
         pass
     try:
         from importlib.metadata import version
         out["nccl4py"] = version("nccl4py")
-    except Exception:
+    except Exception:  # not installed: the metadata says so by its absence
         pass
     try:
         import nccl.core as nc
@@ -55,7 +55,7 @@ def nccl_info() -> dict:
         if vi.libnccl is not None:
             out["version"] = str(vi.libnccl.version)
             out["path"] = str(vi.libnccl.path) if vi.libnccl.path else None
-    except Exception:
+    except Exception:  # nccl4py's own lookup failed: the library is searched below
         pass
     if out["path"] is None:
         out["path"] = _mapped_lib("libnccl")
@@ -78,7 +78,7 @@ def gpus() -> dict:
     try:
         import pynvml as nv
         nv.nvmlInit()
-    except Exception as e:
+    except Exception as e:  # no NVML: the metadata says why
         return {"count": 0, "driver": None, "devices": [], "links": [], "why": f"no NVML: {type(e).__name__}"}
     try:
         n = nv.nvmlDeviceGetCount()
@@ -99,7 +99,7 @@ def gpus() -> dict:
     finally:
         try:
             nv.nvmlShutdown()
-        except Exception:
+        except Exception:  # shutting NVML down: nothing left to report
             pass
 
 
@@ -127,7 +127,7 @@ def _links(nv, handles, bus) -> list[dict]:
                     continue
                 remote = nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId
                 remote = remote.decode() if isinstance(remote, bytes) else remote
-            except Exception:
+            except Exception:  # NVML's error for an unused link: no peer
                 continue
             j = bus.get(_norm_bus(remote))
             if j is not None and j != i:
@@ -148,7 +148,7 @@ def _links(nv, handles, bus) -> list[dict]:
                     lvl = nv.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
                     out.append({"gpus": [i, j], "link": {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB",
                                                           40: "NODE", 50: "SYS"}.get(int(lvl), str(lvl))})
-                except Exception:
+                except Exception:  # NVML's error: the path between the two is not known
                     out.append({"gpus": [i, j], "link": "?"})
     return out
 
@@ -156,7 +156,7 @@ def _links(nv, handles, bus) -> list[dict]:
 def _far_end_is_switch(nv, h, link) -> bool:
     try:
         return nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link) == getattr(nv, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 1)
-    except Exception:
+    except Exception:  # NVML's error: not known to reach a switch
         return False
 
 
@@ -165,7 +165,7 @@ def _active_links(nv, h) -> int:
     for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
             n += nv.nvmlDeviceGetNvLinkState(h, link) == nv.NVML_FEATURE_ENABLED
-        except Exception:
+        except Exception:  # NVML's error for a link it does not have: not counted
             continue
     return n
 
@@ -173,7 +173,7 @@ def _active_links(nv, h) -> int:
 def _p2p_nvlink(nv, a, b) -> bool:
     try:
         return nv.nvmlDeviceGetP2PStatus(a, b, nv.NVML_P2P_CAPS_INDEX_NVLINK) == nv.NVML_P2P_STATUS_OK
-    except Exception:
+    except Exception:  # NVML's error: not known to have NVLink P2P
         return False
 
 
@@ -188,7 +188,7 @@ def git_sha() -> str | None:
                                   capture_output=True, timeout=5).returncode:
             sha += "+dirty"
         return sha or None
-    except Exception:
+    except Exception:  # not a git checkout, or no git: no sha to record
         return None
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from nccl_bench.core import figures, results
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
-from nccl_bench.job.cli import Parser
+from nccl_bench.job.cli import Parser, prog
 from nccl_bench.fleet import outliers
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench fleet", description="nodes that stand out in a fleet, from their result files")
+    p = Parser(prog=prog("fleet"), description="nodes that stand out in a fleet, from their result files")
     p.add_argument("files", nargs="+", help="accept, bench or locate JSON files, or folders of them")
     p.add_argument("--out", default=None, help="folder for fleet.md, fleet.png, fleet.json, fleet.xml "
                                                "(default results/runs/fleet-<time>)")

@@ -19,12 +19,12 @@ from tabulate import tabulate
 
 from nccl_bench.core import results, sysinfo
 from nccl_bench.comm.bootstrap import MODES
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
+from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.comm.plan import PHASES
 from nccl_bench.measure.initrows import failures, measured, stale_rounds, summarize
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.core.errors import EXIT_FAILED, CommError, UsageError
+from nccl_bench.core.errors import CommError, EXIT_FAILED, UsageError, at_least
 from nccl_bench.comm.lifetime import communicator, destroy_note
 from nccl_bench.core.markers import span
 from nccl_bench.job.options import JobOptions, split_list
@@ -34,7 +34,7 @@ DEFAULT_RANKS_PER_ROOT = 128
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench init",
+    p = Parser(prog=prog("init"),
                description="per-phase cost of communicator init per mode; --simulate-ranks N: the ID "
                            "exchange of N simulated ranks against one real TCPStore, for ranks per root "
                            "1, 8 and 128 unless --ranks-per-root is given")
@@ -77,10 +77,8 @@ class InitBenchOptions:
     json: str | None = None
 
     def __post_init__(self):
-        if self.rounds < 1:
-            raise UsageError(f"--rounds must be >= 1, got {self.rounds}")
-        if self.warmup < 0:
-            raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
+        at_least("--rounds", self.rounds, 1)
+        at_least("--warmup", self.warmup, 0)
         if not self.skew_max >= 0:
             raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
         results.check_writable(self.json)

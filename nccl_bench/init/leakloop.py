@@ -19,7 +19,7 @@ from nccl_bench.comm.reaper import Reaper
 from nccl_bench.core import resources
 from nccl_bench.core.resources import Trends, default_warmup
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.core.errors import CommError, UsageError
+from nccl_bench.core.errors import CommError, at_least
 
 
 @dataclass
@@ -31,16 +31,12 @@ class LeakCheckOptions:
     depth: int = 8  # destroys in flight (0: serial)
 
     def __post_init__(self):
-        if self.depth < 0:
-            raise UsageError(f"--destroys-in-flight must be >= 0, got {self.depth}")
-        if self.inits < 1:
-            raise UsageError(f"--leak-check must be >= 1 inits, got {self.inits}")
-        if self.every < 1:
-            raise UsageError(f"--leak-every must be >= 1, got {self.every}")
+        at_least("--destroys-in-flight", self.depth, 0)
+        at_least("--leak-check", self.inits, 1, " inits")
+        at_least("--leak-every", self.every, 1)
         if self.warmup is None:
             self.warmup = default_warmup(self.inits)
-        if self.warmup < 0:
-            raise UsageError(f"--leak-warmup must be >= 0, got {self.warmup}")
+        at_least("--leak-warmup", self.warmup, 0)
 
 
 def loop(job, backend: str, ranks_per_root: int, timeout: float, opts: LeakCheckOptions,

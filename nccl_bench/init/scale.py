@@ -30,7 +30,7 @@ from tabulate import tabulate
 
 from nccl_bench.core import results, stats, sysinfo
 from nccl_bench.comm.bootstrap import MODES, check_mode, id_keys, num_roots, root_ranks
-from nccl_bench.core.errors import EXIT_FAILED, UsageError
+from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
 
 ID_BYTES = 128  # sizeof(ncclUniqueId)
 READERS = 16  # reader client threads
@@ -54,20 +54,16 @@ class SimulateOptions:
     json: str | None = None
 
     def __post_init__(self):
-        if self.ranks < 1:
-            raise UsageError(f"--simulate-ranks must be >= 1, got {self.ranks}")
+        at_least("--simulate-ranks", self.ranks, 1)
         self.modes = [check_mode(m) for m in self.modes]
         for k in self.ranks_per_root:
-            if k < 1:
-                raise UsageError(f"--ranks-per-root must be >= 1, got {k}")
-        if self.reinits < 1:
-            raise UsageError(f"--rounds must be >= 1, got {self.reinits}")
+            at_least("--ranks-per-root", k, 1)
+        at_least("--rounds", self.reinits, 1)
         if not self.skew_max >= 0:
             raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
         if not self.timeout > 0:
             raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
-        if self.read_budget < 1:
-            raise UsageError(f"--read-budget must be >= 1, got {self.read_budget}")
+        at_least("--read-budget", self.read_budget, 1)
         need, have = estimate_bytes(self), available_bytes()
         if have is not None and need > have / 2:
             raise UsageError(f"--simulate-ranks {self.ranks} needs about {need / 2**30:.1f} GiB "
@@ -172,86 +168,103 @@ def _run_pool(clients, tasks, work) -> None:
 # --- one init of N simulated ranks ---------------------------------------------------------------
 def simulate_init(store: LoopbackStore, pubs, readers_pool, o: SimulateOptions, mode: str,
                   rpr: int | None, counter: int) -> dict:
-    n = o.ranks
-    nroots = 1 if mode == "regular" else num_roots(n, rpr)
-    roots = [0] if mode == "regular" else root_ranks(n, nroots)
-    namespace = f"sim/{mode}/{rpr or 0}"  # the same for every init: only stock's keys repeat
-    keys = [f"{namespace}/{k}" for k in id_keys(mode, counter, nroots)]
-    ids = [os.urandom(ID_BYTES) for _ in roots]
-    expected = b"".join(ids)
-    rng = random.Random(f"simulate/{o.seed}/{mode}/{rpr}/{counter}")
-    delay = [rng.uniform(0, o.skew_max) if o.skew_max > 0 else 0.0 for _ in range(n)]
-    sampled = n * nroots > o.read_budget
-    readers = sorted(rng.sample(range(n), max(1, o.read_budget // nroots))) if sampled else range(n)
-    published = {r: threading.Event() for r in roots}
-    t0 = time.perf_counter() + _START_LEAD_S
-    wait_for = timedelta(seconds=o.timeout)
-    counts_lock, total = threading.Lock(), Counts()
-    outcome: dict[int, tuple] = {}  # rank -> (exchange_s, lag_s, stale_keys, timed_out)
+    """One init of o.ranks simulated ranks: the roots publish, every (sampled) rank waits for and reads
+    every key, each at its own skew; the row of what it cost and what it read."""
+    init = SimulatedInit(o, mode, rpr, counter)
+    init.run(pubs, readers_pool)
+    return init.row()
 
-    def until(t):
+
+class SimulatedInit:
+    """The ID exchange of one init: who publishes which key when, who reads, and what each reader got."""
+
+    def __init__(self, o: SimulateOptions, mode: str, rpr: int | None, counter: int):
+        n = o.ranks
+        self.o, self.mode, self.rpr, self.counter = o, mode, rpr, counter
+        self.nroots = 1 if mode == "regular" else num_roots(n, rpr)
+        self.roots = [0] if mode == "regular" else root_ranks(n, self.nroots)
+        namespace = f"sim/{mode}/{rpr or 0}"  # the same for every init: only stock's keys repeat
+        self.keys = [f"{namespace}/{k}" for k in id_keys(mode, counter, self.nroots)]
+        self.ids = [os.urandom(ID_BYTES) for _ in self.roots]
+        self.expected = b"".join(self.ids)
+        rng = random.Random(f"simulate/{o.seed}/{mode}/{rpr}/{counter}")
+        self.delay = [rng.uniform(0, o.skew_max) if o.skew_max > 0 else 0.0 for _ in range(n)]
+        self.sampled = n * self.nroots > o.read_budget
+        self.readers = sorted(rng.sample(range(n), max(1, o.read_budget // self.nroots))) if self.sampled else range(n)
+        self.published = {r: threading.Event() for r in self.roots}
+        self.t0 = time.perf_counter() + _START_LEAD_S
+        self.counts_lock, self.total = threading.Lock(), Counts()
+        self.outcome: dict[int, tuple] = {}  # rank -> (exchange_s, lag_s, stale_keys, timed_out)
+
+    def _until(self, t: float) -> None:
         left = t - time.perf_counter()
         if left > 0:
             time.sleep(left)
 
-    def publish(client, task):
+    def publish(self, client, task) -> None:
         rank, root = task
-        until(t0 + delay[rank])
-        client.set(keys[root], ids[root])
-        published[rank].set()
-        with counts_lock:
-            total.set += 1
+        self._until(self.t0 + self.delay[rank])
+        client.set(self.keys[root], self.ids[root])
+        self.published[rank].set()
+        with self.counts_lock:
+            self.total.set += 1
 
-    def read(client, rank):
-        release = t0 + delay[rank]
-        until(release)
+    def read(self, client, rank: int) -> None:
+        release = self.t0 + self.delay[rank]
+        self._until(release)
         start = time.perf_counter()
-        if rank in published:  # a root reads after its own set, as in exchange_ids
-            published[rank].wait(o.timeout)
+        if rank in self.published:  # a root reads after its own set, as in exchange_ids
+            self.published[rank].wait(self.o.timeout)
         c = Counts(wait=1)
         try:
-            client.wait(keys, wait_for)
+            client.wait(self.keys, timedelta(seconds=self.o.timeout))
         except Exception:  # the store's timeout: a rank that never saw every key
-            outcome[rank] = (time.perf_counter() - release, start - release, 0, True)
+            self.outcome[rank] = (time.perf_counter() - release, start - release, 0, True)
         else:
-            values = client.multi_get(keys)
+            values = client.multi_get(self.keys)
             got = b"".join(values)
             end = time.perf_counter()
-            c.multi_get, c.keys_read, c.bytes_read = 1, len(keys), len(got)
-            stale = 0 if got == expected else sum(v != e for v, e in zip(values, ids))
-            outcome[rank] = (end - release, start - release, stale, False)
-        with counts_lock:
-            total.add(c)
+            c.multi_get, c.keys_read, c.bytes_read = 1, len(self.keys), len(got)
+            stale = 0 if got == self.expected else sum(v != e for v, e in zip(values, self.ids))
+            self.outcome[rank] = (end - release, start - release, stale, False)
+        with self.counts_lock:
+            self.total.add(c)
 
-    # publishers never block, so readers waiting for a root's key always get it eventually
-    pub_tasks = sorted(((r, i) for i, r in enumerate(roots)), key=lambda t: delay[t[0]])
-    pub_error: list[BaseException] = []
+    def run(self, pubs, readers_pool) -> None:
+        """Publishers never block, so readers waiting for a root's key always get it eventually."""
+        pub_tasks = sorted(((r, i) for i, r in enumerate(self.roots)), key=lambda t: self.delay[t[0]])
+        pub_error: list[BaseException] = []
 
-    def publish_all():
-        try:
-            _run_pool(pubs, pub_tasks, publish)
-        except BaseException as e:  # noqa: BLE001 - raised below, in the caller's thread
-            pub_error.append(e)
-    publisher = threading.Thread(target=publish_all, daemon=True)
-    publisher.start()
-    _run_pool(readers_pool, sorted(readers, key=lambda r: delay[r]), read)
-    publisher.join()
-    if pub_error:
-        raise pub_error[0]
-    wall = max((t0 + delay[r] + outcome[r][0] for r in outcome), default=t0) - t0
-    ex = stats.summary(v[0] for v in outcome.values() if not v[3])
-    return {
-        "mode": mode, "ranks_per_root": rpr, "nranks": n, "nroots": nroots, "init": counter,
-        "reinit": counter > 0, "readers": len(outcome), "sampled": sampled, "skew_max_s": o.skew_max,
-        # counted: what this run issued; full: what N ranks issue (every rank waits and multi-gets)
-        "store_ops": total.ops, "sets": total.set, "waits": total.wait, "multi_gets": total.multi_get,
-        "keys_read": total.keys_read, "bytes_read": total.bytes_read,
-        "full_store_ops": nroots + 2 * n, "full_keys_read": n * nroots, "full_bytes_read": n * nroots * ID_BYTES,
-        "wall_s": wall, **{f"exchange_{k}_s": ex[k] for k in ("median", "p90", "p99", "max")},
-        "lag_max_s": max((v[1] for v in outcome.values()), default=0.0),
-        "stale_ranks": sum(1 for v in outcome.values() if v[2]), "stale_keys": sum(v[2] for v in outcome.values()),
-        "timeouts": sum(1 for v in outcome.values() if v[3]),
-    }
+        def publish_all():
+            try:
+                _run_pool(pubs, pub_tasks, self.publish)
+            except BaseException as e:  # noqa: BLE001 - raised below, in the caller's thread
+                pub_error.append(e)
+        publisher = threading.Thread(target=publish_all, daemon=True)
+        publisher.start()
+        _run_pool(readers_pool, sorted(self.readers, key=lambda r: self.delay[r]), self.read)
+        publisher.join()
+        if pub_error:
+            raise pub_error[0]
+
+    def row(self) -> dict:
+        n, nroots, outcome, total = self.o.ranks, self.nroots, self.outcome, self.total
+        wall = max((self.t0 + self.delay[r] + outcome[r][0] for r in outcome), default=self.t0) - self.t0
+        ex = stats.summary(v[0] for v in outcome.values() if not v[3])
+        return {
+            "mode": self.mode, "ranks_per_root": self.rpr, "nranks": n, "nroots": nroots, "init": self.counter,
+            "reinit": self.counter > 0, "readers": len(outcome), "sampled": self.sampled,
+            "skew_max_s": self.o.skew_max,
+            # counted: what this run issued; full: what N ranks issue (every rank waits and multi-gets)
+            "store_ops": total.ops, "sets": total.set, "waits": total.wait, "multi_gets": total.multi_get,
+            "keys_read": total.keys_read, "bytes_read": total.bytes_read,
+            "full_store_ops": nroots + 2 * n, "full_keys_read": n * nroots, "full_bytes_read": n * nroots * ID_BYTES,
+            "wall_s": wall, **{f"exchange_{k}_s": ex[k] for k in ("median", "p90", "p99", "max")},
+            "lag_max_s": max((v[1] for v in outcome.values()), default=0.0),
+            "stale_ranks": sum(1 for v in outcome.values() if v[2]),
+            "stale_keys": sum(v[2] for v in outcome.values()),
+            "timeouts": sum(1 for v in outcome.values() if v[3]),
+        }
 
 
 # --- the report ------------------------------------------------------------------------------------

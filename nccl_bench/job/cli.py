@@ -20,6 +20,15 @@ from nccl_bench.job.options import JobOptions, split_list
 from nccl_bench.comm.bootstrap import MODES
 
 
+def prog(command: str | None) -> str:
+    """How the user called us, for usage lines and errors: `nccl-bench bench` from the console script,
+    `python -m nccl_bench bench` otherwise; `nccl-stress` or `python -m stress` for stress (command None)."""
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if command is None:
+        return "nccl-stress" if script == "nccl-stress" else "python -m stress"
+    return f"nccl-bench {command}" if script == "nccl-bench" else f"python -m nccl_bench {command}"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but an error is one line and exit 2 (no usage dump)."""
 
@@ -106,7 +115,7 @@ def guarded(fn: Callable[[], int]) -> int:
         if not stopping():  # a peer that a Ctrl-C ended is not news
             print(f"failed: {e}", file=sys.stderr)
         return EXIT_FAILED
-    except Exception as e:
+    except Exception as e:  # anything else a command raised: one line (a traceback with NCCL_BENCH_DEBUG)
         if os.environ.get("NCCL_BENCH_DEBUG"):
             traceback.print_exc()
         if not stopping():

@@ -46,7 +46,7 @@ def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: di
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise JobFailed(argv, f"timed out after {timeout:g}s") from None
-        except BaseException:
+        except BaseException:  # any way out (Ctrl-C too) takes the job's processes along
             _kill_group(proc)
             raise
         if proc.returncode not in ok_codes or not out.exists():

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from nccl_bench.comm.bootstrap import DEFAULT_RANKS_PER_ROOT, check_mode
 from nccl_bench.comm import check_backend, default_backend, gpu_count
-from nccl_bench.core.errors import UsageError
+from nccl_bench.core.errors import UsageError, at_least
 
 
 def split_list(value: str | list[str], allowed: tuple[str, ...], what: str, all_word: str | None = None) -> list[str]:
@@ -36,8 +36,7 @@ class JobOptions:
     def __post_init__(self):
         self.backend = check_backend(self.backend or default_backend())
         self.init = [check_mode(m) for m in self.init]
-        if self.ranks_per_root < 1:
-            raise UsageError(f"--ranks-per-root must be >= 1, got {self.ranks_per_root}")
+        at_least("--ranks-per-root", self.ranks_per_root, 1)
         if not self.timeout > 0:
             raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
         if self.nranks is not None and self.nranks < 1:

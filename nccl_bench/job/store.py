@@ -59,7 +59,7 @@ class JobStore:
                                    "(master address unreachable?)")
         try:
             self.raw = dist.TCPStore(addr, port, None, False, _td(timeout), use_libuv=True)
-        except Exception as e:
+        except Exception as e:  # TCPStore's errors (timeout, refused) say the store is unreachable
             raise StoreUnreachable(
                 f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
                 f"(master address unreachable?): {e.__class__.__name__}") from None
@@ -80,7 +80,7 @@ class JobStore:
                 agent.set(key, json.dumps([addr, self.listen_port]))
             try:
                 agent.wait([key], _td(self.timeout))
-            except Exception:
+            except Exception:  # the store's timeout: rank 0 never published
                 raise StoreUnreachable(f"rank 0 never published the job store within {self.timeout:g}s") from None
             addr, port = json.loads(agent.get(key))
             return addr, int(port)
@@ -95,7 +95,7 @@ class JobStore:
                                    f"within {self.timeout:g}s (master address unreachable?)")
         try:
             return dist.TCPStore(i.master_addr, i.master_port, None, False, _td(self.timeout), use_libuv=True)
-        except Exception as e:
+        except Exception as e:  # TCPStore's errors say the launcher's store is unreachable
             raise StoreUnreachable(
                 f"cannot reach the launcher's store at {i.master_addr}:{i.master_port}: {e.__class__.__name__}") from None
 
@@ -133,7 +133,7 @@ class JobStore:
             self.raw.set(f"bar/{name}/done", b"1")
         try:
             self.raw.wait([f"bar/{name}/done"], _td(timeout))
-        except Exception:
+        except Exception:  # the store's timeout: name the ranks that never arrived
             missing = [r for r in ranks if not self.raw.check([f"bar/{name}/{r}"])]
             raise BarrierTimeout(name, [(r, self.host_of(r)) for r in missing], timeout) from None
 

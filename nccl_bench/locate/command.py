@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from nccl_bench.comm import InitPlan
 from nccl_bench.core import results, sysinfo
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.core.errors import EXIT_FAILED, UsageError
+from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
 from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.locate import suspects as S
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
+from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.job.options import JobOptions
 
 
@@ -46,8 +46,7 @@ class LocateOptions:
     def __post_init__(self):
         if self.size is not None and self.size < 1:
             raise UsageError(f"--size must be at least 1 byte, got {self.size}")
-        if self.iters < 1:
-            raise UsageError(f"--iters must be >= 1, got {self.iters}")
+        at_least("--iters", self.iters, 1)
         if self.fraction is None:
             self.fraction = 0.1 if self.job.backend == "gloo" else 0.8
         if not 0 < self.fraction < 1:
@@ -61,7 +60,7 @@ class LocateOptions:
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench locate", description="name the GPU, link or node that drags collectives down")
+    p = Parser(prog=prog("locate"), description="name the GPU, link or node that drags collectives down")
     add_job_args(p, init_default="regular")
     p.add_argument("--size", default=None, help="bytes per pair and all_reduce (K/M/G; default 256M, gloo 1M)")
     p.add_argument("--iters", type=int, default=5, help="timed iterations per pair and group (the fastest counts)")
@@ -93,67 +92,84 @@ def main(argv: list[str]) -> int:
 
 def worker(o: LocateOptions):
     def run(job: Job) -> int:
-        import torch
-        from nccl_bench.comm.lifetime import communicator
-        from nccl_bench.locate import halves
-        from nccl_bench.locate import pairs
         inject = S.injections()
         gpu = o.job.backend != "gloo"
-        me, n = job.rank, job.nranks
         counters_before = _counters(job) if gpu else {}
-        real = job.store.all_gather_obj("locate/hosts", [socket.gethostname(), job.ident.local_rank])
-        nodes, local = S.node_names(n, [h for h, _ in real]), [lr for _, lr in real]
-        if S.FAKE_NODES_ENV in os.environ:
-            local = [sum(1 for q in range(r) if nodes[q] == nodes[r]) for r in range(n)]
-        links = _links() if gpu else {}
-        if n < 2:
+        nodes, local = where(job)
+        if job.nranks < 2:
             return single_rank(o, job, gpu, counters_before, nodes, local)
-
-        def send_delay(src, dst):
-            return inject["slow_send"].get(src, 0.0) + inject["slow_pair"].get(tuple(sorted((src, dst))), 0.0)
-
-        plan = InitPlan(rank=me, nranks=n, mode="regular", ranks_per_root=o.job.ranks_per_root, counter=0,
-                        store=job.store, local_rank=job.ident.local_rank, blocking=True, namespace="locate")
-        with communicator(o.job.backend, plan, Deadline(o.job.timeout)) as comm:
-            stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
-            cpu = dict(one_at_a_time=not gpu, repeats=1 if gpu else 3)  # a CPU model's pairs share its cores
-            sides = pairs.measure(comm, job, o.nbytes, o.iters, o.job.timeout, stream, send_delay, **cpu)
-            lat = pairs.measure(comm, job, 8, max(o.iters, 10), o.job.timeout, stream, send_delay, **cpu)
-        everyone = job.store.all_gather_obj("locate/sides", [sides, lat], timeout=o.job.timeout + 60)
-        seconds = pairs.matrix([s for mine, _ in everyone for s in mine])
-        lat_s = pairs.matrix([s for _, mine in everyone for s in mine])
-        rows = S.pair_rows(seconds, lat_s, o.nbytes, nodes, local, links, o.fraction)
-        found = S.from_pairs(rows, n, nodes, local)
-
-        def measure(groups, tag):
-            mine = next((g for g in groups if me in g), None)
-            res = None
-            if mine is not None:
-                res = halves.measure_group(o.job.backend, job, mine, tag, len(groups), o.nbytes, o.iters,
-                                           o.job.timeout, inject["slow_send"].get(me, 0.0), me in inject["corrupt"])
-            got = job.store.all_gather_obj(f"locate/{tag}/results", res, timeout=o.job.timeout + 60)
-            return [next(r for r in got if r and r["members"] == g) for g in groups]
-
-        def world_bad(world):
-            why = []
-            if world["wrong"]:
-                why.append(f"world all_reduce: {world['wrong']} wrong values")
-            if o.floor_GBps and world["busbw"] < o.floor_GBps:
-                why.append(f"world all_reduce {world['busbw']:.3g} GB/s < profile floor {o.floor_GBps:g}")
-            if found:
-                why.append(f"the pair matrix names {len(found)} suspect(s)")
-            return "; ".join(why)
-        steps, group, why = halves.bisect(job, measure, o.fraction, world_bad)
+        rows = pair_rows(o, job, inject, nodes, local, _links() if gpu else {})
+        found = S.from_pairs(rows, job.nranks, nodes, local)
+        steps, group, why = bisection(o, job, inject, found)
         found = S.add_bisection(found, steps, group, why, nodes, local)
         checked = {}
-        if gpu and any(me in s["ranks"] for s in found):
+        if gpu and any(job.rank in s["ranks"] for s in found):
             checked = {"gpu": S.gpu_check(job.ident.local_rank),
                        "counters": S.counter_changes(counters_before, _counters(job))}
         checks = job.store.all_gather_obj("locate/checks", checked, timeout=o.job.timeout + 60)
-        if me == 0:
+        if job.rank == 0:
             return report(o, job, rows, steps, found, checks, nodes, local, why)
         return EXIT_FAILED if found else 0
     return run
+
+
+def where(job: Job) -> tuple[list[str], list[int]]:
+    """Every rank's node name and local rank, on every rank."""
+    n = job.nranks
+    real = job.store.all_gather_obj("locate/hosts", [socket.gethostname(), job.ident.local_rank])
+    nodes, local = S.node_names(n, [h for h, _ in real]), [lr for _, lr in real]
+    if S.FAKE_NODES_ENV in os.environ:
+        local = [sum(1 for q in range(r) if nodes[q] == nodes[r]) for r in range(n)]
+    return nodes, local
+
+
+def pair_rows(o: LocateOptions, job: Job, inject: dict, nodes, local, links) -> list[dict]:
+    """The pair matrix: every ordered pair's bandwidth at --size and its 8-byte time, classed and judged."""
+    import torch
+    from nccl_bench.comm.lifetime import communicator
+    from nccl_bench.locate import pairs
+    gpu = o.job.backend != "gloo"
+
+    def send_delay(src, dst):
+        return inject["slow_send"].get(src, 0.0) + inject["slow_pair"].get(tuple(sorted((src, dst))), 0.0)
+
+    plan = InitPlan(rank=job.rank, nranks=job.nranks, mode="regular", ranks_per_root=o.job.ranks_per_root,
+                    counter=0, store=job.store, local_rank=job.ident.local_rank, blocking=True, namespace="locate")
+    with communicator(o.job.backend, plan, Deadline(o.job.timeout)) as comm:
+        stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
+        cpu = dict(one_at_a_time=not gpu, repeats=1 if gpu else 3)  # a CPU model's pairs share its cores
+        sides = pairs.measure(comm, job, o.nbytes, o.iters, o.job.timeout, stream, send_delay, **cpu)
+        lat = pairs.measure(comm, job, 8, max(o.iters, 10), o.job.timeout, stream, send_delay, **cpu)
+    everyone = job.store.all_gather_obj("locate/sides", [sides, lat], timeout=o.job.timeout + 60)
+    seconds = pairs.matrix([s for mine, _ in everyone for s in mine])
+    lat_s = pairs.matrix([s for _, mine in everyone for s in mine])
+    return S.pair_rows(seconds, lat_s, o.nbytes, nodes, local, links, o.fraction)
+
+
+def bisection(o: LocateOptions, job: Job, inject: dict, found: list[dict]):
+    """The world's all_reduce, then halves of the group that is slow or wrong: (steps, group, why)."""
+    from nccl_bench.locate import halves
+    me = job.rank
+
+    def measure(groups, tag):
+        mine = next((g for g in groups if me in g), None)
+        res = None
+        if mine is not None:
+            res = halves.measure_group(o.job.backend, job, mine, tag, len(groups), o.nbytes, o.iters,
+                                       o.job.timeout, inject["slow_send"].get(me, 0.0), me in inject["corrupt"])
+        got = job.store.all_gather_obj(f"locate/{tag}/results", res, timeout=o.job.timeout + 60)
+        return [next(r for r in got if r and r["members"] == g) for g in groups]
+
+    def world_bad(world):
+        why = []
+        if world["wrong"]:
+            why.append(f"world all_reduce: {world['wrong']} wrong values")
+        if o.floor_GBps and world["busbw"] < o.floor_GBps:
+            why.append(f"world all_reduce {world['busbw']:.3g} GB/s < profile floor {o.floor_GBps:g}")
+        if found:
+            why.append(f"the pair matrix names {len(found)} suspect(s)")
+        return "; ".join(why)
+    return halves.bisect(job, measure, o.fraction, world_bad)
 
 
 def single_rank(o: LocateOptions, job, gpu: bool, counters_before: dict, nodes, local) -> int:

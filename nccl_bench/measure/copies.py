@@ -11,6 +11,8 @@ import json
 import sys
 import time
 
+from nccl_bench.measure.timing import time_each
+
 
 def measure(device: int, nbytes: int = 512 << 20, repeats: int = 5) -> dict:
     """{device_GBps, h2d_GBps, d2h_GBps} of one GPU: the best of `repeats` timed copies each."""
@@ -21,16 +23,9 @@ def measure(device: int, nbytes: int = 512 << 20, repeats: int = 5) -> dict:
     host = torch.empty(n, dtype=torch.float32, pin_memory=True)
 
     def best(copy, bytes_moved: int) -> float:
-        copy()
+        copy()  # untimed: the first copy pays for what is set up lazily
         torch.cuda.synchronize(dev)
-        times = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            copy()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
+        times = time_each([copy] * repeats, torch.cuda.current_stream(dev))
         return bytes_moved / min(times) / 1e9
 
     with torch.cuda.device(dev):

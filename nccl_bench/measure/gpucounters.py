@@ -24,7 +24,7 @@ def nvml():
         raise NoGpu("nvidia-ml-py is not installed (pip install nvidia-ml-py)") from None
     try:
         nv.nvmlInit()
-    except Exception as e:
+    except Exception as e:  # NVML's own errors: no GPU to read, and why
         raise NoGpu(f"NVML unavailable: {e}") from None
     try:
         yield nv
@@ -122,7 +122,7 @@ def read_counters(local_ranks: list[int] | None = None) -> dict:
                 for reader in (ecc_counts, remap_counts, nvlink_counts):
                     try:
                         values = reader(nv, h)
-                    except Exception:
+                    except Exception:  # NVML's error: that counter is left out
                         continue
                     out.update({f"gpu{idx}/{k}": v for k, v in values.items() if k in COUNTERS})
     except NoGpu:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nccl_bench.core.errors import UsageError
+from nccl_bench.core.errors import UsageError, at_least
 from nccl_bench.measure.timing import TimingPlan
 
 AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
@@ -49,12 +49,10 @@ class SweepPlan:
                              "is not offered: results are written when the sweep ends)")
         if self.aggregate not in AGGREGATES:
             raise UsageError(f"-a/--average must be one of {', '.join(AGGREGATES)} (or 0..3), got {self.aggregate}")
-        if self.check < 0:
-            raise UsageError(f"-c/--check must be >= 0, got {self.check}")
+        at_least("-c/--check", self.check, 0)
         if self.register not in (0, 1, 2):
             raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.register}")
-        if self.unalign < 0:
-            raise UsageError(f"-u/--unalign must be >= 0 elements, got {self.unalign}")
+        at_least("-u/--unalign", self.unalign, 0, " elements")
         if not 0 <= self.per_iter_skip < self.timing.iters:
             raise UsageError(f"-K/--per_iter_skip must be >= 0 and below -n/--iters {self.timing.iters}, "
                              f"got {self.per_iter_skip}")

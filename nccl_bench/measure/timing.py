@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from nccl_bench.comm.launchloop import Late
-from nccl_bench.core.errors import UsageError
+from nccl_bench.core.errors import UsageError, at_least
 
 
 @dataclass(frozen=True)
@@ -45,16 +45,12 @@ class TimingPlan:
     warmup_ms: float = 20.0  # --warmup_ms: with -w > 0, the warm-up lasts at least this long
 
     def __post_init__(self):
-        if self.iters < 1:
-            raise UsageError(f"-n/--iters must be >= 1, got {self.iters}")
-        if self.warmup < 0:
-            raise UsageError(f"-w/--warmup_iters must be >= 0, got {self.warmup}")
+        at_least("-n/--iters", self.iters, 1)
+        at_least("-w/--warmup_iters", self.warmup, 0)
         if not 0 <= self.warmup_ms <= 60_000:
             raise UsageError(f"--warmup_ms must be 0..60000, got {self.warmup_ms:g}")
-        if self.graph_replays < 0:
-            raise UsageError(f"-G/--cudagraph must be >= 0, got {self.graph_replays}")
-        if self.agg < 1:
-            raise UsageError(f"-m/--agg_iters must be >= 1, got {self.agg}")
+        at_least("-G/--cudagraph", self.graph_replays, 0)
+        at_least("-m/--agg_iters", self.agg, 1)
         if self.per_iter and self.graph_replays:
             raise UsageError("-I/--per_iter_timing cannot time iterations inside a CUDA graph; drop -G/--cudagraph")
 
@@ -211,3 +207,28 @@ def _graph(loop, plan: TimingPlan, wait, stream, line_up) -> Timing:
         return Timing(start.elapsed_time(end) / 1e3 / ops, host / ops)
     finally:
         graph.reset()
+
+
+def time_each(launches: list[Callable[[], None]], stream=None, wait_one: Callable[[int], None] = lambda k: None,
+              wait_all: Callable[[], None] = lambda: None) -> list[float]:
+    """Seconds of each call of a sequence, in order. GPU (`stream` given): a CUDA event before and after each
+    call on the one stream, nothing waited for between calls (as the Flight Recorder times a job's calls),
+    read once `wait_all()` has let the sequence finish. CPU: the wall clock around each call and its
+    `wait_one(k)`, as a gloo call has no other end to time."""
+    if stream is None:
+        out = []
+        for k, launch in enumerate(launches):
+            t0 = time.perf_counter()
+            launch()
+            wait_one(k)
+            out.append(time.perf_counter() - t0)
+        return out
+    import torch
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in launches]
+    for (start, end), launch in zip(events, launches):
+        start.record(stream)
+        launch()
+        end.record(stream)
+    wait_all()
+    stream.synchronize()
+    return [a.elapsed_time(b) / 1e3 for a, b in events]

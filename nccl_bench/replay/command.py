@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from nccl_bench.core import launch, results
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, run_job
+from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 
 MAX_ITERS = 10_000
 
 
 def parser() -> Parser:
-    p = Parser(prog="nccl-bench replay", description="replay a job's collectives from its Flight Recorder "
+    p = Parser(prog=prog("replay"), description="replay a job's collectives from its Flight Recorder "
                "dumps, profiler trace or a workload file, and judge them against the job's own times")
     p.add_argument("traces", nargs="+", metavar="FILE_OR_DIR", help="one dump or trace per rank (or their folder), "
                    "or one workload file")
@@ -110,7 +110,7 @@ def worker(opts: ReplayOptions, workload):
         rows, seq = replay_rows.fold(wl, everyone)
         bad = replay_rows.verdict(rows, opts.max_slowdown)
         meta = metadata(opts, wl, seq, job.nranks, everyone)
-        path = results.write("replay", rows, meta, opts.json)
+        path = results.write("replay", [r.to_json() for r in rows], meta, opts.json)
         for line in lines(rows, seq, bad, opts):
             print(line, flush=True)
         print(f"# results: {path}", flush=True)
@@ -130,13 +130,14 @@ def metadata(opts: ReplayOptions, wl, seq: dict, nranks: int, outs: list[dict]) 
     return meta
 
 
-def lines(rows: list[dict], seq: dict, bad: list[dict], opts: ReplayOptions) -> list[str]:
+def lines(rows: list, seq: dict, bad: list, opts: ReplayOptions) -> list[str]:
+    """The table (one line per replay_rows.ReplayRow), the sequence, the wrong values and each failing row."""
     from tabulate import tabulate
     f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
-    ready = any(r["trace_ready_us"] is not None for r in rows)
-    body = [[r["collective"], r["bytes"], r["dtype"], _ranks(r["group_ranks"]), r["calls"], f(r["time_us"]),
-             f(r["busbw"]), f(r["trace_time_us"]), *([f(r["trace_ready_us"]), f(r["trace_overlap_pct"], 0)] if ready else []),
-             f(r["ratio"]), r["nwrong"], "SLOWER" if r["slower"] else ""] for r in rows]
+    ready = any(r.trace_ready_us is not None for r in rows)
+    body = [[r.collective, r.bytes, r.dtype, _ranks(r.group_ranks), r.calls, f(r.time_us), f(r.busbw),
+             f(r.trace_time_us), *([f(r.trace_ready_us), f(r.trace_overlap_pct, 0)] if ready else []),
+             f(r.ratio), r.nwrong, "SLOWER" if r.slower else ""] for r in rows]
     out = [tabulate(body, headers=["collective", "bytes", "dtype", "group_ranks", "calls", "time_us", "busbw",
                                    "trace_us", *(["ready_us", "overlap%"] if ready else []), "x trace", "#wrong", ""],
                     tablefmt="plain", disable_numparse=True)]
@@ -148,12 +149,12 @@ def lines(rows: list[dict], seq: dict, bad: list[dict], opts: ReplayOptions) -> 
              if seq["trace_us"] else "not known (no durations in the trace)")
     out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"
                + (f"; {seq['ratio']:.2f} x" if seq["ratio"] else ""))
-    wrong = sum(r["nwrong"] for r in rows)
+    wrong = sum(r.nwrong for r in rows)
     out.append(f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}")
     for r in bad:
-        why = (f"{r['nwrong']} wrong values" if r["nwrong"] else
-               f"{r['ratio']:.2f} x the job's time, more than --max-slowdown {opts.max_slowdown:g}")
-        out.append(f"FAIL {r['collective']} {r['bytes']} B {r['dtype']} on ranks {r['group_ranks']}: {why}")
+        why = (f"{r.nwrong} wrong values" if r.nwrong else
+               f"{r.ratio:.2f} x the job's time, more than --max-slowdown {opts.max_slowdown:g}")
+        out.append(f"FAIL {r.collective} {r.bytes} B {r.dtype} on ranks {r.group_ranks}: {why}")
     return out
 
 

@@ -65,68 +65,87 @@ def _call(args: dict) -> tuple[str | None, str]:
 
 
 def read(paths: list[Path]) -> Workload:
-    traces = {}
+    """Every rank's trace, one file at a time (each is let go once its calls are read)."""
+    groups: dict[str, Group] = {}
+    said: dict[str, tuple[list[int], int]] = {}
+    wl = Workload(nranks=0, groups=groups, ranks={}, source="profiler trace", files=[])
+    spans: dict[int, list] = {}  # rank -> each call's kernel (start, end), in its sequence's order
+    first_file: dict[int, Path] = {}
+    gpus = 0
     for p in paths:
         doc = load_trace(p)
         info = doc.get("distributedInfo") or {}
-        if not isinstance(info.get("rank"), int):
+        r = info.get("rank")
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
             raise UsageError(f"{p}: a profiler trace without distributedInfo.rank (not a distributed job's)")
-        if info["rank"] in traces:
-            raise UsageError(f"{p}: a second trace of rank {info['rank']} (the first: {traces[info['rank']][0]})")
-        traces[info["rank"]] = (p, doc)
-    groups: dict[str, Group] = {}
-    said: dict[str, tuple[list[int], int]] = {}
-    wl = Workload(nranks=0, groups=groups, ranks={}, source="profiler trace", files=[str(p) for p, _ in traces.values()])
-    spans: dict[int, list] = {}  # rank -> each call's kernel (start, end), in its sequence's order
-    gpus = 0
-    for r, (p, doc) in sorted(traces.items()):
-        info = doc["distributedInfo"]
-        wl.nranks = max(wl.nranks, int(info.get("world_size") or 0), r + 1)
+        if r in first_file:
+            raise UsageError(f"{p}: a second trace of rank {r} (the first: {first_file[r]})")
+        first_file[r] = p
+        wl.files.append(str(p))
+        wl.nranks = max(wl.nranks, _int(info.get("world_size"), p, "distributedInfo.world_size"), r + 1)
         for cfg in info.get("pg_config") or []:
+            if not isinstance(cfg, dict):
+                raise UsageError(f"{p}: distributedInfo.pg_config holds {type(cfg).__name__}, not a group")
             _group(groups, said, p, r, str(cfg.get("pg_name")), _ranks(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
-        events = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args"), dict)
-                  and "Collective name" in e["args"]]
-        cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
-        kernels: dict[tuple, list[dict]] = {}
-        for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
-            kernels.setdefault(_key(k["args"]), []).append(k)
-        busy = _union([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in doc["traceEvents"]
-                       if isinstance(e, dict) and e.get("cat") == "kernel"
-                       and "Collective name" not in (e.get("args") or {})])
-        used: dict[tuple, int] = {}
-        ops = []
-        for e in cpu:
-            a = e["args"]
-            key = str(a.get("Process Group Name", ""))
-            _group(groups, said, p, r, key, _ranks(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
-            name, raw = _call(a)
-            if name is None or name in ("send", "recv"):  # a transfer's peer is not in these args
-                wl.skipped.append(f"rank {r}: {raw or '(unnamed)'}: no replay for this call from a profiler trace")
-                continue
-            dtype = DTYPES.get(str(a.get("dtype")))
-            if dtype is None:
-                wl.skipped.append(f"rank {r}: {raw}: dtype {a.get('dtype')} has no replay")
-                continue
-            in_n, out_n = int(a.get("In msg nelems") or 0), int(a.get("Out msg nelems") or 0)
-            if raw.startswith("barrier"):
-                in_n = out_n = 1
-            i = used[_key(a)] = used.get(_key(a), -1) + 1
-            k = kernels.get(_key(a), [])
-            k = k[i] if i < len(k) else None
-            ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i,
-                          duration_us=float(k.get("dur", 0.0)) if k else None,
-                          overlap=_overlapped(busy, float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None))
-            spans.setdefault(r, []).append((float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None)
-        wl.ranks[r] = ops
+        wl.ranks[r], spans[r] = _rank_calls(wl, groups, said, p, r, doc)
         gpus = max(gpus, len(doc.get("deviceProperties") or []))
+        del doc
+    wl.files.sort()
     if not any(wl.ranks.values()):
         raise UsageError(f"{paths[0]}: the profiler trace holds no NCCL collective ({EVENT} events)")
-    if 0 < wl.nranks <= gpus and len(traces) == wl.nranks:  # one node: one clock for every trace
+    if 0 < wl.nranks <= gpus and len(first_file) == wl.nranks:  # one node: one clock for every trace
         _ready(wl, spans)
     else:
         wl.notes.append("ready times not taken: the traces may come from several nodes (several clocks)")
     wl.groups = {k: g for k, g in groups.items() if any(op.group == k for ops in wl.ranks.values() for op in ops)}
     return wl
+
+
+def _int(value, path: Path, name: str) -> int:
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UsageError(f"{path}: {name} is {value!r}, not a count")
+    return value
+
+
+def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple[list[Op], list]:
+    """One rank's calls in order, each matched with its kernel (the job's time), and the kernels' spans."""
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args"), dict)
+              and "Collective name" in e["args"]]
+    cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
+    kernels: dict[tuple, list[dict]] = {}
+    for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
+        kernels.setdefault(_key(k["args"]), []).append(k)
+    busy = _union([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in doc["traceEvents"]
+                   if isinstance(e, dict) and e.get("cat") == "kernel"
+                   and "Collective name" not in (e.get("args") or {})])
+    used: dict[tuple, int] = {}
+    ops, spans = [], []
+    for e in cpu:
+        a = e["args"]
+        key = str(a.get("Process Group Name", ""))
+        _group(groups, said, p, r, key, _ranks(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
+        name, raw = _call(a)
+        if name is None or name in ("send", "recv"):  # a transfer's peer is not in these args
+            wl.skipped.append(f"rank {r}: {raw or '(unnamed)'}: no replay for this call from a profiler trace")
+            continue
+        dtype = DTYPES.get(str(a.get("dtype")))
+        if dtype is None:
+            wl.skipped.append(f"rank {r}: {raw}: dtype {a.get('dtype')} has no replay")
+            continue
+        in_n, out_n = int(a.get("In msg nelems") or 0), int(a.get("Out msg nelems") or 0)
+        if raw.startswith("barrier"):
+            in_n = out_n = 1
+        i = used[_key(a)] = used.get(_key(a), -1) + 1
+        k = kernels.get(_key(a), [])
+        k = k[i] if i < len(k) else None
+        span = (float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None
+        ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i,
+                      duration_us=float(k.get("dur", 0.0)) if k else None,
+                      overlap=_overlapped(busy, *span) if span else None))
+        spans.append(span)
+    return ops, spans
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -14,6 +14,8 @@ says how much of the job's call ran beside other kernels (the job's compute).
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from nccl_bench.core import stats
 from nccl_bench.measure import collectives
 from nccl_bench.replay.workload import P2P, Op, Workload
@@ -32,48 +34,82 @@ def _q(values: list[float], q: float) -> float | None:
     return stats.percentile(values, q) if values else None
 
 
-def fold(wl: Workload, outs: list[dict]) -> tuple[list[dict], dict]:
+@dataclass
+class ReplayRow:
+    """One distinct call of the job, replayed: its times here and in the trace, its wrong values, its verdict."""
+
+    collective: str
+    bytes: int
+    dtype: str
+    group: str
+    group_ranks: list[int]
+    calls: int  # how many times the group ran it in one pass
+    time_us: float | None  # median over every call and timed pass (each call: the average over its ranks)
+    time_p25_us: float | None
+    time_p75_us: float | None
+    alg_bw: float | None
+    busbw: float | None
+    nwrong: int
+    trace_time_us: float | None  # the job's own durations: median and quartiles
+    trace_p25_us: float | None
+    trace_p75_us: float | None
+    samples: int
+    trace_ready_us: float | None = None  # the job's time once its last rank had started the call
+    trace_ready_p25_us: float | None = None
+    trace_ready_p75_us: float | None = None
+    trace_overlap_pct: float | None = None  # the share of the call that other kernels ran beside it
+    ratio_of: str | None = None  # "trace_ready" or "trace": what the ratio is taken against
+    ratio: float | None = None
+    slower: bool = False  # its lower quartile above the trace's upper one
+
+    def judge(self) -> None:
+        """The ratio against the job's time once every rank had started the call where the trace has it (its
+        kernels), else against the job's whole durations (which include waiting for a late peer)."""
+        ready = self.trace_ready_us is not None
+        base, upper = ((self.trace_ready_us, self.trace_ready_p75_us) if ready
+                       else (self.trace_time_us, self.trace_p75_us))
+        self.ratio_of = ("trace_ready" if ready else "trace") if base else None
+        self.ratio = self.time_us / base if self.time_us and base else None
+        self.slower = bool(self.ratio and self.time_p25_us > upper)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def fold(wl: Workload, outs: list[dict]) -> tuple[list[ReplayRow], dict]:
     """(rows, sequence) from every rank's {"rank", "times": [pass][call], "wrong": [call]}."""
     by_rank = {o["rank"]: o for o in outs}
     occurrences: dict[tuple, dict[int, list[int]]] = {}  # key -> rank -> indices of its calls with that key
     for r, ops in wl.ranks.items():
         for i, op in enumerate(ops):
             occurrences.setdefault(row_key(op, wl, r), {}).setdefault(r, []).append(i)
-    rows = []
-    for key, per_rank in occurrences.items():
-        collective, nbytes, dtype, group, ranks = key
-        calls = max(len(ix) for ix in per_rank.values())
-        here, trace, ready, overlap = [], [], [], []
-        for j in range(calls):
-            at = [(r, ix[j]) for r, ix in per_rank.items() if j < len(ix)]
-            for p in range(min(len(by_rank[r]["times"]) for r, _ in at)):
-                here.append(sum(by_rank[r]["times"][p][i] for r, i in at) / len(at))
-            for into, field in ((trace, "duration_us"), (ready, "ready_us"), (overlap, "overlap")):
-                got = [getattr(wl.ranks[r][i], field) for r, i in at]
-                if all(v is not None for v in got):
-                    into.append(sum(got) / len(got))
-        t = _q(here, 0.5)
-        n = len(ranks)
-        factor = 1.0 if collective not in collectives.REGISTRY else collectives.get(collective).factor(n)
-        algbw = nbytes / t / 1e9 if t else None
-        wrong = sum(by_rank[r]["wrong"][i] or 0 for r, ix in per_rank.items() for i in ix)
-        row = {"collective": collective, "bytes": nbytes, "dtype": dtype, "group": group,
-               "group_ranks": list(ranks), "calls": calls, "time_us": _us(t), "time_p25_us": _us(_q(here, 0.25)),
-               "time_p75_us": _us(_q(here, 0.75)), "alg_bw": algbw, "busbw": None if algbw is None else algbw * factor,
-               "nwrong": wrong, "trace_time_us": _q(trace, 0.5), "trace_p25_us": _q(trace, 0.25),
-               "trace_p75_us": _q(trace, 0.75), "samples": len(here)}
-        row.update(trace_ready_us=_q(ready, 0.5), trace_ready_p25_us=_q(ready, 0.25), trace_ready_p75_us=_q(ready, 0.75),
-                   trace_overlap_pct=None if not overlap else 100 * _q(overlap, 0.5))
-        # judged against the job's time once every rank had started the call where the trace has it (its
-        # kernels), else against the job's whole durations (which include waiting for a late peer)
-        of = "trace_ready" if row["trace_ready_us"] else "trace"
-        base = row[f"{of}_us" if of == "trace_ready" else "trace_time_us"]
-        row["ratio_of"] = of if base else None
-        row["ratio"] = row["time_us"] / base if row["time_us"] and base else None
-        row["slower"] = bool(row["ratio"] and row["time_p25_us"] > row[f"{of}_p75_us"])
-        rows.append(row)
-    rows.sort(key=lambda r: (-(r["time_us"] or 0) * r["calls"]))
+    rows = [_row(wl, by_rank, key, per_rank) for key, per_rank in occurrences.items()]
+    rows.sort(key=lambda r: (-(r.time_us or 0) * r.calls))
     return rows, sequence(wl, by_rank)
+
+
+def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]) -> ReplayRow:
+    collective, nbytes, dtype, group, ranks = key
+    calls = max(len(ix) for ix in per_rank.values())
+    here, trace, ready, overlap = [], [], [], []
+    for j in range(calls):
+        at = [(r, ix[j]) for r, ix in per_rank.items() if j < len(ix)]
+        for p in range(min(len(by_rank[r]["times"]) for r, _ in at)):
+            here.append(sum(by_rank[r]["times"][p][i] for r, i in at) / len(at))
+        for into, field in ((trace, "duration_us"), (ready, "ready_us"), (overlap, "overlap")):
+            got = [getattr(wl.ranks[r][i], field) for r, i in at]
+            if all(v is not None for v in got):
+                into.append(sum(got) / len(got))
+    t = _q(here, 0.5)
+    factor = 1.0 if collective not in collectives.REGISTRY else collectives.get(collective).factor(len(ranks))
+    algbw = nbytes / t / 1e9 if t else None
+    row = ReplayRow(collective, nbytes, dtype, group, list(ranks), calls, _us(t), _us(_q(here, 0.25)),
+                    _us(_q(here, 0.75)), algbw, None if algbw is None else algbw * factor,
+                    sum(by_rank[r]["wrong"][i] or 0 for r, ix in per_rank.items() for i in ix),
+                    _q(trace, 0.5), _q(trace, 0.25), _q(trace, 0.75), len(here),
+                    _q(ready, 0.5), _q(ready, 0.25), _q(ready, 0.75), None if not overlap else 100 * _q(overlap, 0.5))
+    row.judge()
+    return row
 
 
 def _us(seconds: float | None) -> float | None:
@@ -95,9 +131,9 @@ def sequence(wl: Workload, by_rank: dict) -> dict:
             "ratio": _q(here, 0.5) / trace if trace and here else None}
 
 
-def verdict(rows: list[dict], max_slowdown: float | None) -> list[dict]:
+def verdict(rows: list[ReplayRow], max_slowdown: float | None) -> list[ReplayRow]:
     """Rows that fail: wrong values, or slower beyond the spread and above --max-slowdown."""
-    bad = [r for r in rows if r["nwrong"]]
+    bad = [r for r in rows if r.nwrong]
     if max_slowdown is not None:
-        bad += [r for r in rows if r["slower"] and r["ratio"] > max_slowdown and r not in bad]
+        bad += [r for r in rows if r.slower and r.ratio > max_slowdown and r not in bad]
     return bad

@@ -17,7 +17,6 @@ counts of every rank go to rank 0 through the job store; nccl_bench.replay.rows 
 from __future__ import annotations
 
 import contextlib
-import time
 
 from nccl_bench.comm import InitPlan
 from nccl_bench.comm.lifetime import communicator, subcommunicators
@@ -27,6 +26,7 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
 from nccl_bench.measure.collectives import Move, Segment
 from nccl_bench.measure.datacheck import count_wrong, fill
+from nccl_bench.measure.timing import time_each
 from nccl_bench.replay.workload import P2P, Op, Workload
 
 SUM = "sum"  # a trace that records no reduction is replayed as sum
@@ -138,25 +138,22 @@ def _buffers(world, calls: list[Call], ops: list[Op]) -> dict:
 
 
 def _pass(calls, ops, bufs, stream, deadline: Deadline, timed: bool) -> list[float]:
-    """One run of the sequence; with `timed`, each call's seconds."""
-    import torch
-    if stream is None:  # CPU: each call waited for, by the wall clock
-        times = []
-        for c, op in zip(calls, ops):
-            t0 = time.perf_counter()
-            c.launch(*bufs[op.dtype], stream)
-            c.comm.wait(deadline, op.collective)
-            times.append(time.perf_counter() - t0)
-        return times if timed else []
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in calls] if timed else []
-    for k, (c, op) in enumerate(zip(calls, ops)):
-        if timed:
-            events[k][0].record(stream)
-        c.launch(*bufs[op.dtype], stream)
-        if timed:
-            events[k][1].record(stream)
-    for c in {id(c.comm): c.comm for c in calls}.values():
-        c.wait(deadline, "replay")
-    stream.synchronize()
-    return [a.elapsed_time(b) / 1e3 for a, b in events]
+    """One run of the sequence; with `timed`, each call's seconds (nccl_bench.measure.timing.time_each)."""
+    launches = [lambda c=c, op=op: c.launch(*bufs[op.dtype], stream) for c, op in zip(calls, ops)]
 
+    def wait_one(k: int) -> None:
+        calls[k].comm.wait(deadline, ops[k].collective)
+
+    def wait_all() -> None:
+        for comm in {id(c.comm): c.comm for c in calls}.values():
+            comm.wait(deadline, "replay")
+    if not timed:
+        for k, launch in enumerate(launches):
+            launch()
+            if stream is None:
+                wait_one(k)
+        wait_all()
+        if stream is not None:
+            stream.synchronize()
+        return []
+    return time_each(launches, stream, wait_one, wait_all)

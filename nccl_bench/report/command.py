@@ -17,12 +17,12 @@ from pathlib import Path
 
 from nccl_bench.report import readers
 from nccl_bench.report.document import Report
-from nccl_bench.job.cli import Parser
+from nccl_bench.job.cli import Parser, prog
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.core.results import RUNS, latest_run
 
 def parser() -> Parser:
-    p = Parser(prog="nccl_bench report", description="markdown report with plots from result files; "
+    p = Parser(prog=prog("report"), description="markdown report with plots from result files; "
                "--compare: ratio to other runs, with changes beyond the measured spread flagged")
     p.add_argument("files", nargs="*", metavar="FILE", help="result files: bench, init, stress journal or "
                    "summary, doctor, accept, asv results; or an asv results folder (results/asv/ or a machine's "
