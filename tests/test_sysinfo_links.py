@@ -59,3 +59,28 @@ def test_unreadable_far_ends_fall_back_to_nvlink_p2p_then_pcie():
     far = {(i, l): None for i in range(4) for l in range(18)}  # the x4 VM: NVML cannot say
     assert set(links(far, 4).values()) == {"NV18"}
     assert set(links({}, 4, nvlink_p2p=False).values()) == {"PHB"}
+
+
+class _VisibleNvml:
+    """Four GPUs as NVML counts them, with UUIDs."""
+
+    def nvmlDeviceGetCount(self):
+        return 4
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in ("GPU-a", "GPU-b", "GPU-c", "GPU-d"):
+            raise KeyError(uuid)
+        return uuid
+
+    def nvmlDeviceGetIndex(self, handle):
+        return "abcd".index(handle[-1])
+
+
+def test_the_gpus_a_node_reports_are_the_ones_its_jobs_can_see():
+    from nccl_bench.core.sysinfo import visible_indices
+    nv = _VisibleNvml()
+    assert visible_indices(nv, {}) == [0, 1, 2, 3]
+    assert visible_indices(nv, {"CUDA_VISIBLE_DEVICES": "2,3"}) == [2, 3]
+    assert visible_indices(nv, {"CUDA_VISIBLE_DEVICES": "GPU-d,GPU-a"}) == [3, 0]
+    assert visible_indices(nv, {"CUDA_VISIBLE_DEVICES": "1,9,2"}) == [1]  # CUDA stops at the first it cannot use
+    assert visible_indices(nv, {"CUDA_VISIBLE_DEVICES": ""}) == []

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
+from nccl_bench.core.sysinfo import visible_indices
+
 # NVLink generation -> GB/s per link per direction (raw signalling rate / 8)
 NVLINK_GBPS = {2: 25.0, 3: 25.0, 4: 26.5625, 5: 50.0}
 # PCIe generation -> GB/s per lane per direction after line encoding
@@ -52,8 +54,9 @@ def read(local_ranks: list[int] | None = None) -> NodeFacts | None:
     except Exception:  # no NVML (not installed, no driver): no facts to derive from
         return None
     try:
-        n = nv.nvmlDeviceGetCount()
-        idx = list(range(n)) if local_ranks is None else sorted({r % max(n, 1) for r in local_ranks})
+        visible = visible_indices(nv)
+        n = len(visible)
+        idx = visible if local_ranks is None else sorted({visible[r % max(n, 1)] for r in local_ranks if n})
         if not idx:
             return None
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in idx]
@@ -84,7 +87,7 @@ def read(local_ranks: list[int] | None = None) -> NodeFacts | None:
                 for h in handles]
         nvlinks = min(active) if active else 0
         switch = bool(switched) and all(switched)
-        pair = None if switch or len(handles) < 2 else _fewest_pair_links(idx)
+        pair = None if switch or len(handles) < 2 else _fewest_pair_links([visible.index(i) for i in idx])
         hopper_or_later = any(m in name for m in ("H100", "H200", "H800", "H20", "GH200", "B100", "B200", "GB200"))
         return NodeFacts(gpu_model=name, gpus=len(handles), nvlinks=nvlinks,
                          nvlink_gen=nvlink_gen(name, max(gens) if gens else None) if nvlinks else None,
@@ -120,7 +123,7 @@ def nvlink_gen(model: str, nvml_version: int | None) -> int | None:
 
 
 def _fewest_pair_links(idx: list[int]) -> int:
-    """Direct links: the fewest NVLinks between any two of these GPUs (0 when a pair has none)."""
+    """Direct links: the fewest NVLinks between any two of these GPUs, by CUDA index (0 when a pair has none)."""
     from nccl_bench.core.sysinfo import gpus
     want = set(idx)
     fewest = None

@@ -81,8 +81,8 @@ def gpus() -> dict:
     except Exception as e:  # no NVML: the metadata says why
         return {"count": 0, "driver": None, "devices": [], "links": [], "why": f"no NVML: {type(e).__name__}"}
     try:
-        n = nv.nvmlDeviceGetCount()
-        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in visible_indices(nv)]
+        n = len(handles)
         devices, bus = [], {}
         for i, h in enumerate(handles):
             name = nv.nvmlDeviceGetName(h)
@@ -101,6 +101,27 @@ def gpus() -> dict:
             nv.nvmlShutdown()
         except Exception:  # shutting NVML down: nothing left to report
             pass
+
+
+def visible_indices(nv, env=None) -> list[int]:
+    """NVML's indices of the GPUs this process's CUDA sees, in CUDA's order: CUDA_VISIBLE_DEVICES (indices or
+    UUIDs) where it is set, every GPU otherwise. A node's facts are those of the GPUs its jobs run on."""
+    env = os.environ if env is None else env
+    count = nv.nvmlDeviceGetCount()
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        return list(range(count))
+    out = []
+    for item in (v.strip() for v in env["CUDA_VISIBLE_DEVICES"].split(",")):
+        if item.isdigit() and int(item) < count:
+            out.append(int(item))
+        elif item.startswith(("GPU-", "MIG-")):
+            try:
+                out.append(nv.nvmlDeviceGetIndex(nv.nvmlDeviceGetHandleByUUID(item)))
+            except Exception:  # NVML's error for a UUID it does not know: CUDA sees no such GPU either
+                break
+        else:
+            break  # CUDA stops at the first entry it cannot use, and so do we
+    return out
 
 
 def _norm_bus(bus_id: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from nccl_bench.core.sysinfo import visible_indices
+
 
 # --- NVML session -------------------------------------------------------------------------------
 class NoGpu(Exception):
@@ -108,7 +110,7 @@ def nvlink_counts(nv, h) -> dict:
 
 
 def read_counters(local_ranks: list[int] | None = None) -> dict:
-    """Flat {"gpu<i>/<counter>": value} for every GPU NVML sees (or the given local ranks).
+    """Flat {"gpu<i>/<counter>": value} for every GPU this process can see (or the given local ranks).
 
     Unsupported counters are left out; {} without NVML. accept reads this before and after
     its runs and judges the difference (verdicts.judge_counters).
@@ -116,7 +118,7 @@ def read_counters(local_ranks: list[int] | None = None) -> dict:
     out: dict[str, int] = {}
     try:
         with nvml() as nv:
-            indices = local_ranks if local_ranks is not None else range(nv.nvmlDeviceGetCount())
+            indices = local_ranks if local_ranks is not None else range(len(visible_indices(nv)))
             for lr in indices:
                 h, idx = device_handle(nv, lr)
                 for reader in (ecc_counts, remap_counts, nvlink_counts):
