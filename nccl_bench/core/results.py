@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -42,6 +43,17 @@ def write(kind: str, rows: list[dict], meta: dict, path: str | Path | None = Non
     return write_doc(kind, {"kind": kind, "schema": SCHEMA_VERSION, "meta": meta, "rows": rows}, path)
 
 
+def strict(value):
+    """The document as strict JSON reads it: a number that is not finite (NaN, infinity) becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
 def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
     """Write a whole document (bench: nccl-tests' layout, nccl_bench.measure.benchfile), never overwriting."""
     p = Path(path) if path else default_path(kind)
@@ -50,7 +62,7 @@ def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
     while True:
         try:
             with open(candidate, "x") as f:
-                json.dump(doc, f, indent=1)
+                json.dump(strict(doc), f, indent=1, allow_nan=False)
                 f.write("\n")
             return candidate
         except FileExistsError:

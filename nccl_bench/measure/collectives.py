@@ -271,11 +271,12 @@ def _elt(lay: Layout) -> int:
     return lay.bytes // max(lay.send, lay.recv, 1)
 
 
-def _alltoallv_rounds(lay, r, n, root) -> Rounds:
-    """Sends packed in peer order from the send view, receives packed in peer order (nccl-tests)."""
-    counts = _alltoallv_counts(lay, _elt(lay), n)
+def split_rounds(counts: list[list[int]], r: int) -> Rounds:
+    """An all-to-all with uneven splits (counts[i][j]: elements rank i sends rank j): sends packed in peer
+    order from the send view, receives packed in peer order (nccl-tests' alltoallv, PyTorch's
+    all_to_all_single with split sizes)."""
     moves, s_at, r_at = [], 0, 0
-    for p in range(n):
+    for p in range(len(counts)):
         if counts[r][p]:
             moves.append(Move("send", p, s_at, counts[r][p]))
         if counts[p][r]:
@@ -284,15 +285,22 @@ def _alltoallv_rounds(lay, r, n, root) -> Rounds:
     return (tuple(moves),)
 
 
-def _alltoallv_segments(lay, r, n, root) -> list[Segment]:
+def split_segments(counts: list[list[int]], r: int) -> list[Segment]:
     """From each source in rank order: its elements for r, which start after what it sends ranks < r."""
-    counts = _alltoallv_counts(lay, _elt(lay), n)
     out, at = [], 0
-    for src in range(n):
+    for src in range(len(counts)):
         if counts[src][r]:
             out.append(Segment(at, counts[src][r], src, sum(counts[src][:r])))
         at += counts[src][r]
     return out
+
+
+def _alltoallv_rounds(lay, r, n, root) -> Rounds:
+    return split_rounds(_alltoallv_counts(lay, _elt(lay), n), r)
+
+
+def _alltoallv_segments(lay, r, n, root) -> list[Segment]:
+    return split_segments(_alltoallv_counts(lay, _elt(lay), n), r)
 
 
 register(Collective(

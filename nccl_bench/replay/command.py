@@ -11,6 +11,12 @@ spread; 2 for bad input.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import shutil
+import tempfile
+
 from nccl_bench.core import launch, results
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
@@ -30,6 +36,10 @@ def parser() -> Parser:
                    help="exit 1 when a call runs more than X times the job's own time, beyond the spread")
     p.add_argument("--list", action="store_true", help="read and check the files, say what would be replayed, "
                    "and run nothing (with --json: what was read, as a file)")
+    p.add_argument("--allow-missing-ranks", action="store_true",
+                   help="replay the groups whose ranks all have a file, leaving out the others (default: a rank with "
+                        "no file, or one that cannot be read, stops the replay)")
+    p.add_argument("--sequences", default=None, help=argparse.SUPPRESS)  # the launcher's, for the ranks it starts
     add_job_args(p, timeout=120.0)
     return p
 
@@ -67,17 +77,56 @@ class ReplayOptions:
 
 
 def main(argv: list[str]) -> int:
-    from nccl_bench.replay import traces
+    """The launcher reads every file once, checks what the replay may start (its ranks, its memory), and
+    hands each rank its own sequence; under torchrun, srun or mpirun every rank reads the files itself."""
+    from nccl_bench.replay import bounds, traces
     a = parser().parse_args(argv)
     check_args(a)
-    workload = traces.load(a.traces)
+    if a.sequences:  # a rank of ours: its calls as the launcher read them (rank 0: every rank's, to fold)
+        workload, digest = read_sequences(a.sequences)
+        opts = ReplayOptions(a, workload, digest)
+        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=a.json)
+    workload = traces.load(a.traces, a.allow_missing_ranks)
     if a.list:
         return list_only(a, workload)
+    workload = workload.compact()
     opts = ReplayOptions(a, workload, traces.digest(a.traces))
-    if launch.detect() is None:  # the launcher says what was read, once; the ranks read it again quietly
-        for line in traces.describe(workload.fit(opts.job.local_ranks())):
-            print(line, flush=True)
-    return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=opts.json)
+    if launch.detect() is not None:
+        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=opts.json)
+    fitted = workload.fit(opts.job.local_ranks())
+    bounds.check(fitted, opts.job.backend, opts.job.local_ranks())
+    for line in traces.describe(fitted):
+        print(line, flush=True)
+    folder = write_sequences(fitted, opts.digest)
+    try:
+        return run_job(["-m", "nccl_bench", "replay", *argv, "--sequences", folder], opts.job, worker(opts, workload),
+                       result=opts.json)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_sequences(wl, digest: str) -> str:
+    """Each rank's calls in a file of its own (and every rank's in one, for rank 0), in a folder the launcher
+    removes when the job ends."""
+    folder = tempfile.mkdtemp(prefix="nccl_bench_replay_")
+    for r in [*wl.ranks, None]:
+        name = "all" if r is None else f"rank{r}"
+        with open(os.path.join(folder, f"{name}.json"), "w") as f:
+            json.dump({**wl.sequence_doc(r), "digest": digest}, f)
+    return folder
+
+
+def read_sequences(folder: str):
+    """(this rank's workload, the workload's digest): rank 0 reads every rank's calls, the others their own."""
+    from nccl_bench.replay.workload import Workload
+    rank = os.environ.get("RANK", "0")
+    name = "all" if rank == "0" else f"rank{rank}"
+    try:
+        with open(os.path.join(folder, f"{name}.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--sequences {folder}: cannot read {name}.json ({type(e).__name__})") from None
+    return Workload.from_sequence_doc(doc), doc["digest"]
 
 
 def list_only(a, workload) -> int:

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import ast
 import io
-import json
+import math
 import pickle
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
+from nccl_bench.replay.bounded import load_json, read_capped
 from nccl_bench.replay.workload import Group, Op, Workload
 
-MAX_DUMP_BYTES = 1 << 30  # a dump is KBs to MBs; more is not a dump, and is not read into memory
+MAX_RANKS = 4096  # a rank number (in a file's name, or a group's) above this is not one job's
 DTYPES = {"Float": "float32", "BFloat16": "bfloat16", "Half": "float16", "Double": "float64", "Int": "int32",
           "Long": "int64", "Char": "int8", "Byte": "uint8"}
 # the trace's name, less its backend prefix and leading underscores -> the collective replayed
@@ -43,6 +45,7 @@ NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_reduce_barr
 COALESCED = "_coalesced"
 RANK_IN_NAME = re.compile(r"(\d+)(\.(pkl|pickle|json))?$")
 PEERS = {"send": re.compile(r"(\d+)\s*->\s*(\d+)"), "recv": re.compile(r"(\d+)\s*<-\s*(\d+)")}
+ELEMENTS_MAX = 1 << 40  # elements one call declares, at most (a size past it is no real job's)
 
 
 class PlainData(pickle.Unpickler):
@@ -58,21 +61,18 @@ class PlainData(pickle.Unpickler):
 
 
 def load_dump(path: Path) -> dict:
-    """One rank's dump, pickle or JSON, checked to be a Flight Recorder dump."""
-    size = path.stat().st_size
-    if size > MAX_DUMP_BYTES:
-        raise UsageError(f"{path}: {size} bytes, more than a Flight Recorder dump ({MAX_DUMP_BYTES} at most)")
-    data = path.read_bytes()
+    """One rank's dump, pickle or JSON, read within bounds (nccl_bench.replay.bounded) and checked to be a
+    Flight Recorder dump."""
+    data = read_capped(path)
     if data.lstrip()[:1] == b"{":
-        try:
-            doc = json.loads(data)
-        except ValueError as e:
-            raise UsageError(f"{path}: not a Flight Recorder dump (JSON that does not parse: {e})") from None
+        doc = load_json(path, data, "a Flight Recorder dump")
     else:
         try:
             doc = PlainData(io.BytesIO(data)).load()
         except UsageError as e:
             raise UsageError(f"{path}: {e}") from None
+        except RecursionError:
+            raise UsageError(f"{path}: nested too deep to be a Flight Recorder dump") from None
         except (EOFError, pickle.UnpicklingError, ValueError, IndexError, TypeError, MemoryError) as e:
             what = "a truncated pickle" if isinstance(e, EOFError) or "truncated" in str(e) else "not a pickle"
             raise UsageError(f"{path}: {what} ({type(e).__name__}: {str(e)[:80]}); not a Flight Recorder "
@@ -93,29 +93,89 @@ def rank_of(path: Path) -> int:
     if not m:
         raise UsageError(f"{path}: cannot tell which rank wrote it; name each dump as torch does, ending "
                          "in its rank (TORCH_FR_DUMP_TEMP_FILE<rank>, e.g. nccl_trace_rank_3)")
+    if int(m.group(1)) >= MAX_RANKS:
+        raise UsageError(f"{path}: rank {int(m.group(1))} from its name, more than one job's ranks ({MAX_RANKS})")
     return int(m.group(1))
 
 
 def _ranks(value) -> list[int] | None:
     if isinstance(value, str):
+        if len(value) > 16 * MAX_RANKS:
+            return None
         try:
             value = ast.literal_eval(value) if value.strip() else []
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
             return None
-    if isinstance(value, (list, tuple)) and all(isinstance(r, int) for r in value):
+    if (isinstance(value, (list, tuple)) and len(value) <= MAX_RANKS
+            and all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < MAX_RANKS for r in value)
+            and len(set(value)) == len(value)):
         return list(value)
     return None
 
 
-def _count(sizes) -> int:
-    """Elements over every tensor of a call: [[3, 1001]] -> 3003, [[5], [5]] -> 10."""
+def _show(v) -> str:
+    """An untrusted value, shown in a line without walking it (a 100,000-deep list has no printable form)."""
+    if isinstance(v, (list, tuple, dict)):
+        return f"a {type(v).__name__} of {len(v)}"
+    try:
+        return repr(v)[:40]
+    except ValueError:  # an integer too long to print
+        return f"a {type(v).__name__}"
+
+
+def _count(sizes, path: Path, at: str, field: str) -> int:
+    """Elements over every tensor of a call: [[3, 1001]] -> 3003, [[5], [5]] -> 10; one line if malformed."""
+    if sizes is None:
+        return 0
+    if not isinstance(sizes, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in sizes):
+        raise UsageError(f"{path}: {at}: '{field}' is {_show(sizes)}, not a list of tensor shapes")
     total = 0
-    for shape in sizes or []:
+    for shape in sizes:
         n = 1
         for d in shape:
-            n *= int(d)
+            if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+                raise UsageError(f"{path}: {at}: '{field}' holds {_show(d)}, not a dimension")
+            n *= d
+            if n > ELEMENTS_MAX:
+                raise UsageError(f"{path}: {at}: '{field}' declares a tensor of more than {ELEMENTS_MAX} elements: "
+                                 "not a size a job allocated")
         total += n
+        if total > ELEMENTS_MAX:
+            raise UsageError(f"{path}: {at}: '{field}' declares more than {ELEMENTS_MAX} elements over its tensors")
     return total
+
+
+def _entries(path: Path, doc: dict) -> list[dict]:
+    """A rank's calls, each checked: the fields a replay reads hold what they should (else one line naming
+    the file, the entry and the field). The element counts come out as `_in` and `_out`, the group as `_group`."""
+    out = []
+    for k, e in enumerate(doc["entries"]):
+        at = f"entry {k}"
+        if not isinstance(e, dict):
+            raise UsageError(f"{path}: {at} is {type(e).__name__}, not a call")
+        name = e.get("profiling_name")
+        at = f"entry {k} ({name[:40] if isinstance(name, str) else _show(name)})"
+        pg = e.get("process_group")
+        if not (isinstance(pg, (list, tuple)) and pg and isinstance(pg[0], (str, int)) and not isinstance(pg[0], bool)):
+            raise UsageError(f"{path}: {at}: 'process_group' is {_show(pg)}, not [name, description]")
+        if not isinstance(e.get("profiling_name", ""), str):
+            raise UsageError(f"{path}: {at}: 'profiling_name' is not a name")
+        for field in ("collective_seq_id", "p2p_seq_id", "record_id"):
+            v = e.get(field)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                raise UsageError(f"{path}: {at}: '{field}' is {_show(v)}, not a number")
+        for field in ("input_dtypes", "output_dtypes"):
+            v = e.get(field)
+            if v is not None and not (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)):
+                raise UsageError(f"{path}: {at}: '{field}' is {_show(v)}, not a list of type names")
+        ms = e.get("duration_ms")
+        if ms is not None and not (isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms)
+                                   and ms >= 0):
+            raise UsageError(f"{path}: {at}: 'duration_ms' is {_show(ms)}, not a duration")
+        out.append({**e, "_group": str(pg[0]), "_desc": str(pg[1]) if len(pg) > 1 else "",
+                    "_in": _count(e.get("input_sizes"), path, at, "input_sizes"),
+                    "_out": _count(e.get("output_sizes"), path, at, "output_sizes")})
+    return out
 
 
 def _op(entry: dict) -> tuple[Op | None, str | None]:
@@ -128,7 +188,7 @@ def _op(entry: dict) -> tuple[Op | None, str | None]:
     if name is None:
         return None, f"{pname or '(unnamed)'}: no replay for this call"
     dtypes = list(entry.get("input_dtypes") or []) + list(entry.get("output_dtypes") or [])
-    in_n, out_n = _count(entry.get("input_sizes")), _count(entry.get("output_sizes"))
+    in_n, out_n = entry["_in"], entry["_out"]
     if base.startswith("barrier") or base == "all_reduce_barrier" or (name == "all_reduce" and not dtypes):
         in_n = out_n = 1  # a barrier is NCCL's one-element all_reduce
         dtypes = dtypes or ["Float"]
@@ -145,68 +205,162 @@ def _op(entry: dict) -> tuple[Op | None, str | None]:
         peer = int(m.group(2))
         in_n, out_n = (in_n, 0) if name == "send" else (0, out_n or in_n)
     ms = entry.get("duration_ms")
-    return Op(name, str(entry["process_group"][0]), in_n, out_n, dtype, peer=peer, name=pname,
+    return Op(name, entry["_group"], in_n, out_n, dtype, peer=peer, name=pname,
               seq=entry.get("p2p_seq_id" if name in PEERS else "collective_seq_id"),
-              duration_us=float(ms) * 1e3 if isinstance(ms, (int, float)) else None), None
+              duration_us=float(ms) * 1e3 if ms is not None else None), None
 
 
-def read(paths: list[Path]) -> Workload:
-    dumps = {}
+def read(paths: list[Path], allow_missing: bool = False) -> Workload:
+    """Every rank's dump into one Workload: groups from pg_config (else from who holds them), each rank's calls
+    in order within the window every member holds, gather and scatter made whole on every rank of the group."""
+    dumps: dict[int, tuple[Path, list[dict]]] = {}
+    configs: dict[str, tuple[list[int], int, str]] = {}  # group -> (ranks, which rank said so, desc)
+    meta = {"fr_version": set(), "comm_lib_version": set(), "backends": set()}
+    unread: list[str] = []  # --allow-missing-ranks: files passed over, each with why
     for p in paths:
         r = rank_of(p)
         if r in dumps:
             raise UsageError(f"{p}: a second dump of rank {r} (the first: {dumps[r][0]})")
-        dumps[r] = (p, load_dump(p))
-    configs: dict[str, tuple[list[int], int, str]] = {}  # group -> (ranks, which rank said so, desc)
-    held: dict[str, set[int]] = {}
-    for r, (p, doc) in sorted(dumps.items()):
-        for key, cfg in (doc.get("pg_config") or {}).items():
-            ranks = _ranks((cfg or {}).get("ranks")) if isinstance(cfg, dict) else None
-            if ranks:
-                seen = configs.setdefault(str(key), (ranks, r, cfg.get("desc", "")))
-                if seen[0] != ranks:
-                    raise UsageError(f"{p}: group {key} has ranks {ranks}, but rank {seen[1]}'s dump says "
-                                     f"{seen[0]}: the dumps disagree on a group")
-        for e in doc["entries"]:
-            if isinstance(e, dict) and e.get("process_group"):
-                held.setdefault(str(e["process_group"][0]), set()).add(r)
-    descs = {str(e["process_group"][0]): str(e["process_group"][1]) for _, doc in dumps.values()
-             for e in doc["entries"] if isinstance(e, dict) and e.get("process_group")}
-    groups = {}
-    for key, holders in held.items():
-        ranks = configs[key][0] if key in configs else sorted(holders)
-        groups[key] = Group(key, tuple(ranks), descs.get(key, ""))
-    wl = Workload(nranks=max(dumps) + 1, groups=groups, ranks={}, source="flight recorder",
-                  files=[str(p) for p, _ in dumps.values()])
-    versions = {d.get("comm_lib_version") for _, d in dumps.values() if d.get("comm_lib_version")}
-    wl.meta = {"fr_version": sorted({str(d.get("version")) for _, d in dumps.values()}),
-               "comm_lib_version": sorted(versions)}
-    if not all(g.ranks for g in groups.values()) or not groups:
-        raise UsageError(f"{paths[0]}: the dumps record no collective (nothing to replay)")
-    missing = sorted({r for g in groups.values() for r in g.ranks} - set(dumps))
-    if missing:
-        wl.notes.append(f"no dump for rank(s) {missing}: their groups are replayed without them where they "
-                        "fit, else left out")
-    entries = {r: [e for e in doc["entries"] if isinstance(e, dict) and e.get("process_group")]
-               for r, (_, doc) in dumps.items()}
+        try:
+            doc = load_dump(p)
+        except UsageError as e:
+            if not allow_missing:
+                raise
+            unread.append(f"rank {r}'s dump cannot be read ({e})")
+            continue
+        _configs(p, r, doc, configs)
+        dumps[r] = (p, _entries(p, doc))
+        meta["fr_version"].add(str(doc.get("version")))
+        if doc.get("comm_lib_version"):
+            meta["comm_lib_version"].add(str(doc["comm_lib_version"]))
+        meta["backends"] |= {str(e.get("profiling_name", "")).split(":")[0] for e in dumps[r][1] if ":" in
+                             str(e.get("profiling_name", ""))}
+        del doc
+    if not dumps:
+        raise UsageError(f"{paths[0]}: no dump could be read ({'; '.join(unread[:2])})")
+    wl = _workload(paths, dumps, configs, allow_missing)
+    wl.notes += [f"{u}: its groups are left out (--allow-missing-ranks)" for u in unread]
+    if unread:  # a group whose ranks the dumps do not record (gloo's) may have had an unread rank in it
+        unknown = [g.label() for k, g in wl.groups.items() if k not in configs]
+        wl.groups = {k: g for k, g in wl.groups.items() if k in configs}
+        if unknown:
+            wl.notes.append(f"left out {', '.join(unknown[:4])}: the dumps do not record their ranks, and an unread "
+                            "dump's rank may be one of them")
+    wl.meta = {"fr_version": sorted(meta["fr_version"]), "comm_lib_version": sorted(meta["comm_lib_version"])}
+    wl.origin = {r: str(p) for r, (p, _) in dumps.items()}
+    entries = {r: es for r, (_, es) in dumps.items()}
     cut = _window_and_stop(wl, entries)
     for r, es in sorted(entries.items()):
-        seq_ops = []
-        for e in sorted(es, key=lambda e: e.get("record_id", 0)):
-            key = str(e["process_group"][0])
-            op, why = _op(e)
-            if op is None:
-                wl.skipped.append(f"rank {r}: {why}")
-                continue
-            lo, hi = cut.get((key, op.collective in ("send", "recv")), (None, None))
-            if op.seq is not None and lo is not None and not lo <= op.seq <= hi:
-                continue
-            seq_ops.append(op)
-        wl.ranks[r] = seq_ops
-    if missing:
-        wl.groups = {k: g for k, g in groups.items() if not set(g.ranks) & set(missing)}
-        wl.ranks = {r: [op for op in ops if op.group in wl.groups] for r, ops in wl.ranks.items()}
+        wl.ranks[r] = _rank_ops(wl, r, es, cut)
+    _rooted_and_split(wl)
+    if meta["backends"] == {"gloo"}:
+        wl.notes.append("gloo's Flight Recorder records no send or recv: point-to-point calls the job made are not "
+                        "in these dumps (NCCL's are)")
     return wl
+
+
+def _configs(p: Path, r: int, doc: dict, configs: dict) -> None:
+    pg_config = doc.get("pg_config") or {}
+    if not isinstance(pg_config, dict):
+        raise UsageError(f"{p}: 'pg_config' is {type(pg_config).__name__}, not the job's groups")
+    for key, cfg in pg_config.items():
+        raw = cfg.get("ranks") if isinstance(cfg, dict) else None
+        if raw in (None, "", "[]", []):
+            continue  # gloo leaves it empty: the group's ranks are its holders
+        ranks = _ranks(raw)
+        if ranks is None:
+            raise UsageError(f"{p}: pg_config group {_show(key)}: 'ranks' is {_show(raw)}, not distinct ranks "
+                             f"under {MAX_RANKS}")
+        seen = configs.setdefault(str(key), (ranks, r, cfg.get("desc", "")))
+        if seen[0] != ranks:
+            raise UsageError(f"{p}: group {key} has ranks {ranks[:16]}, but rank {seen[1]}'s dump says "
+                             f"{seen[0][:16]}: the dumps disagree on a group")
+
+
+def _workload(paths, dumps: dict, configs: dict, allow_missing: bool) -> Workload:
+    held: dict[str, set[int]] = {}
+    descs: dict[str, str] = {}
+    for r, (_, es) in dumps.items():
+        for e in es:
+            held.setdefault(e["_group"], set()).add(r)
+            descs.setdefault(e["_group"], e["_desc"])
+    groups = {key: Group(key, tuple(configs[key][0] if key in configs else sorted(holders)), descs.get(key, ""))
+              for key, holders in held.items()}
+    if not groups:
+        raise UsageError(f"{paths[0]}: the dumps record no collective (nothing to replay)")
+    wl = Workload(nranks=max(dumps) + 1, groups=groups, ranks={}, source="flight recorder",
+                  files=[str(p) for p, _ in dumps.values()], seq_aligned=True)
+    missing = sorted({r for g in groups.values() for r in g.ranks} - set(dumps))
+    if missing and not allow_missing:
+        short = [g.label() for g in groups.values() if set(g.ranks) & set(missing)][:3]
+        raise UsageError(f"{paths[0]}: no dump for rank(s) {missing[:8]}{' ...' if len(missing) > 8 else ''}, members "
+                         f"of {'; '.join(short)}: give every rank's dump, or --allow-missing-ranks to replay only the "
+                         "groups whose ranks all have one")
+    if missing:
+        wl.notes.append(f"no dump for rank(s) {missing[:8]}: the groups they belong to are left out "
+                        "(--allow-missing-ranks)")
+        wl.groups = {k: g for k, g in groups.items() if not set(g.ranks) & set(missing)}
+    return wl
+
+
+def _rank_ops(wl: Workload, r: int, es: list[dict], cut: dict) -> list[Op]:
+    out = []
+    for e in sorted(es, key=lambda e: e.get("record_id") or 0):
+        if e["_group"] not in wl.groups:
+            continue
+        op, why = _op(e)
+        if op is None:
+            wl.skipped.append(f"rank {r}: {why}")
+            continue
+        lo, hi = cut.get((op.group, op.collective in ("send", "recv")), (None, None))
+        if op.seq is not None and lo is not None and not lo <= op.seq <= hi:
+            continue
+        out.append(op)
+    return out
+
+
+def _rooted_and_split(wl: Workload) -> None:
+    """Calls whose record differs between ranks, made whole from the group's records: a gather's output and a
+    scatter's input are recorded on its root alone (the root is where they are; every rank gets the root's
+    sizes, as nccl-tests sizes them), and an all_to_all with uneven splits is left out on every rank (the
+    Flight Recorder records no split sizes; a profiler trace does)."""
+    calls: dict[tuple, list[tuple[int, int]]] = {}
+    for r, ops in wl.ranks.items():
+        for i, op in enumerate(ops):
+            if op.collective in ("gather", "scatter", "alltoall") and op.seq is not None:
+                calls.setdefault((op.group, op.collective, op.seq), []).append((r, i))
+    drop: set[tuple[int, int]] = set()
+    for (key, coll, _), at in calls.items():
+        n = len(wl.groups[key].ranks)
+        mine = {r: wl.ranks[r][i] for r, i in at}
+        whole, why = _made_whole(coll, mine, wl.groups[key].ranks, n)
+        for r, i in at:
+            if whole is None:
+                drop.add((r, i))
+                wl.skipped.append(f"rank {r}: {mine[r].name}: {why}")
+            else:
+                wl.ranks[r][i] = whole[r]
+    for r in wl.ranks:
+        wl.ranks[r] = [op for i, op in enumerate(wl.ranks[r]) if (r, i) not in drop]
+
+
+def _made_whole(coll: str, mine: dict[int, Op], ranks: tuple[int, ...], n: int):
+    """({rank: its call as every rank of the group runs it}, None), or (None, why it cannot be replayed)."""
+    if coll == "alltoall":
+        if any(o.in_count != o.out_count for o in mine.values()) or len({o.in_count for o in mine.values()}) > 1:
+            return None, "an all_to_all with uneven splits: the Flight Recorder records no split sizes (a profiler " \
+                         "trace does)"
+        return mine, None
+    side = "out_count" if coll == "gather" else "in_count"
+    roots = [r for r, o in mine.items() if getattr(o, side)]
+    if len(roots) != 1 or len(mine) != n:
+        return None, f"a {coll} whose root's record is not among the dumps"
+    root = roots[0]
+    chunk = mine[root].in_count if coll == "gather" else mine[root].out_count
+    if getattr(mine[root], side) != chunk * n:
+        return None, f"a {coll} of uneven sizes ({getattr(mine[root], side)} elements over {n} ranks)"
+    in_n, out_n = (chunk, chunk * n) if coll == "gather" else (chunk * n, chunk)
+    return {r: replace(o, in_count=in_n, out_count=out_n, root=ranks.index(root)) for r, o in mine.items()}, None
 
 
 def _window_and_stop(wl: Workload, entries: dict[int, list[dict]]) -> dict:
@@ -217,7 +371,7 @@ def _window_and_stop(wl: Workload, entries: dict[int, list[dict]]) -> dict:
         members = [r for r in g.ranks if r in entries]
         for p2p in (False, True):
             field = "p2p_seq_id" if p2p else "collective_seq_id"
-            seqs = {r: [e for e in entries[r] if str(e["process_group"][0]) == key and bool(e.get("is_p2p")) == p2p
+            seqs = {r: [e for e in entries[r] if e["_group"] == key and bool(e.get("is_p2p")) == p2p
                         and isinstance(e.get(field), int)] for r in members}
             if not any(seqs.values()) or not all(seqs.values()):
                 continue

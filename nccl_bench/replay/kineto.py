@@ -15,44 +15,25 @@ it on the GPU (the job's compute competing with its communication, which a repla
 """
 from __future__ import annotations
 
+import ast
 import bisect
-import gzip
-import json
 from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
+from nccl_bench.replay.bounded import load_json, read_capped
 from nccl_bench.replay.workload import Group, Op, Workload
-from nccl_bench.replay.frdump import COALESCED, DTYPES, NAMES, _ranks
+from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES, _ranks
 
 EVENT = "record_param_comms"
-MAX_TRACE_BYTES = 4 << 30  # a profiler trace can be large; past this it is not read into memory
 
 
 def is_trace(doc) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
 
 
-def read_bytes(path: Path, limit: int) -> bytes:
-    """The file's bytes, gunzipped where it is gzip (PyTorch writes `.pt.trace.json.gz`), at most `limit`."""
-    with path.open("rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
-    try:
-        with opener(path, "rb") as f:
-            data = f.read(limit + 1)
-    except (OSError, EOFError) as e:
-        raise UsageError(f"{path}: cannot read it ({type(e).__name__}: {str(e)[:80]})") from None
-    if len(data) > limit:
-        raise UsageError(f"{path}: larger than {limit >> 30} GiB: profile fewer steps")
-    return data
-
-
 def load_trace(path: Path) -> dict:
-    try:
-        doc = json.loads(read_bytes(path, MAX_TRACE_BYTES))
-    except ValueError as e:
-        raise UsageError(f"{path}: not a profiler trace (JSON that does not parse: {e})") from None
+    doc = load_json(path, read_capped(path), "a profiler trace")
     if not is_trace(doc):
         raise UsageError(f"{path}: not a profiler trace (no traceEvents)")
     return doc
@@ -81,13 +62,17 @@ def read(paths: list[Path]) -> Workload:
         if r in first_file:
             raise UsageError(f"{p}: a second trace of rank {r} (the first: {first_file[r]})")
         first_file[r] = p
+        wl.origin[r] = str(p)
         wl.files.append(str(p))
         wl.nranks = max(wl.nranks, _int(info.get("world_size"), p, "distributedInfo.world_size"), r + 1)
         for cfg in info.get("pg_config") or []:
             if not isinstance(cfg, dict):
                 raise UsageError(f"{p}: distributedInfo.pg_config holds {type(cfg).__name__}, not a group")
             _group(groups, said, p, r, str(cfg.get("pg_name")), _ranks(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
-        wl.ranks[r], spans[r] = _rank_calls(wl, groups, said, p, r, doc)
+        try:
+            wl.ranks[r], spans[r] = _rank_calls(wl, groups, said, p, r, doc)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:  # an event's fields not what a trace has
+            raise UsageError(f"{p}: an event of the trace does not read ({type(e).__name__}: {str(e)[:80]})") from None
         gpus = max(gpus, len(doc.get("deviceProperties") or []))
         del doc
     wl.files.sort()
@@ -98,7 +83,45 @@ def read(paths: list[Path]) -> Workload:
     else:
         wl.notes.append("ready times not taken: the traces may come from several nodes (several clocks)")
     wl.groups = {k: g for k, g in groups.items() if any(op.group == k for ops in wl.ranks.values() for op in ops)}
+    _split_tables(wl)
     return wl
+
+
+def _split_row(args: dict) -> tuple[int, ...] | None:
+    """An all_to_all's "In split size" (what this rank sends each peer) where it is recorded and uneven."""
+    value = args.get("In split size")  # a list of counts, as a list or its string
+    if isinstance(value, str) and len(value) < 1 << 16:
+        try:
+            value = ast.literal_eval(value) if value.strip() else []
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            return None
+    if not (isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                      and 0 <= v <= ELEMENTS_MAX for v in value)):
+        return None
+    return tuple(value) if len(set(value)) > 1 else None
+
+
+def _split_tables(wl: Workload) -> None:
+    """Each uneven all_to_all's whole table from its members' rows (the call is the same n-th all_to_all of
+    the group on every rank); where a member's row is not there, the call is left out on every member."""
+    rows: dict[tuple, dict[int, tuple]] = {}
+    for r, ops in wl.ranks.items():
+        for op in ops:
+            if op.splits is not None:
+                rows.setdefault((op.group, op.seq), {})[r] = op.splits[0]
+    for r, ops in wl.ranks.items():
+        keep = []
+        for op in ops:
+            if op.collective == "alltoall" and (op.group, op.seq) in rows:
+                g = wl.groups[op.group].ranks
+                got = rows[(op.group, op.seq)]
+                if not all(m in got and len(got[m]) == len(g) for m in g):
+                    wl.skipped.append(f"rank {r}: {op.name}: an all_to_all with uneven splits whose every "
+                                      "member's splits are not in the traces")
+                    continue
+                op = replace(op, splits=tuple(got[m] for m in g))
+            keep.append(op)
+        wl.ranks[r] = keep
 
 
 def _int(value, path: Path, name: str) -> int:
@@ -141,9 +164,10 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
         k = kernels.get(_key(a), [])
         k = k[i] if i < len(k) else None
         span = (float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None
+        row = _split_row(a) if name == "alltoall" else None  # what this rank sends each peer, where recorded
         ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i,
                       duration_us=float(k.get("dur", 0.0)) if k else None,
-                      overlap=_overlapped(busy, *span) if span else None))
+                      overlap=_overlapped(busy, *span) if span else None, splits=(row,) if row else None))
         spans.append(span)
     return ops, spans
 

@@ -75,7 +75,9 @@ def _is_trace(path: Path) -> bool:
         return False
 
 
-def load(given: list[str]) -> Workload:
+def load(given: list[str], allow_missing: bool = False) -> Workload:
+    """Every file read once and checked; `allow_missing`: a group whose ranks do not all have a file is left
+    out (else that is bad input)."""
     passed_over: list[str] = []
     paths = files_of(given, passed_over)
     kinds = {p: kind_of(p) for p in paths}
@@ -90,7 +92,7 @@ def load(given: list[str]) -> Workload:
     elif kind == "profiler trace":
         wl = kineto.read(paths)
     else:
-        wl = frdump.read(paths)
+        wl = frdump.read(paths, allow_missing)
     if passed_over:
         wl.notes.append(f"passed over {len(passed_over)} file(s) in the folder that are not traces: "
                         + ", ".join(passed_over[:4]) + (" ..." if len(passed_over) > 4 else ""))
@@ -98,8 +100,9 @@ def load(given: list[str]) -> Workload:
 
 
 def checked(wl: Workload) -> Workload:
-    """Calls that cannot be replayed left out with their reason; each group cut where its members'
-    calls stop agreeing."""
+    """Calls that cannot be replayed left out with their reason; each group cut where its members' calls stop
+    agreeing: by the job's own sequence numbers where the trace has them (a call left out on one member is
+    left out on all, and is no desync), else by position."""
     for r, ops in wl.ranks.items():
         keep = []
         for op in ops:
@@ -112,27 +115,52 @@ def checked(wl: Workload) -> Workload:
     for key, g in wl.groups.items():
         calls = {r: [op for op in wl.ranks.get(r, []) if op.group == key and op.collective not in P2P]
                  for r in g.ranks}
-        n = min(map(len, calls.values()))
-        stop = next((i for i in range(n) if len({_shape(calls[r][i]) for r in g.ranks}) > 1), None)
-        if stop is None and len(set(map(len, calls.values()))) == 1:
-            continue
-        at = n if stop is None else stop
-        if stop is not None:
-            seen = "; ".join(f"rank {r}: {_shape(calls[r][stop])}" for r in g.ranks)
-            wl.stopped.append(f"group {g.label()}: its ranks disagree on call {stop + 1} ({seen}); replayed up "
-                              "to the call before it")
-        else:
-            wl.stopped.append(f"group {g.label()}: ranks hold {sorted(set(map(len, calls.values())))} calls; "
-                              f"replayed the first {at}, which every member holds")
+        keep = _by_seq(wl, g, calls) if wl.seq_aligned and all(op.seq is not None for c in calls.values() for op in c) \
+            else _by_position(wl, g, calls)
         for r in g.ranks:
-            extra = {id(op) for op in calls[r][at:]}
+            extra = {id(op) for op in calls[r]} - {id(op) for op in keep[r]}
             wl.ranks[r] = [op for op in wl.ranks[r] if id(op) not in extra]
     if not any(wl.ranks.values()):
         raise UsageError(f"{wl.files[0]}: nothing left to replay ({'; '.join(wl.skipped[:3]) or 'no calls'})")
     return wl
 
 
+def _by_position(wl: Workload, g, calls: dict) -> dict:
+    n = min(map(len, calls.values()))
+    stop = next((i for i in range(n) if len({_shape(calls[r][i]) for r in g.ranks}) > 1), None)
+    if stop is None and len(set(map(len, calls.values()))) == 1:
+        return calls
+    at = n if stop is None else stop
+    if stop is not None:
+        seen = "; ".join(f"rank {r}: {_shape(calls[r][stop])}" for r in g.ranks)
+        wl.stopped.append(f"group {g.label()}: its ranks disagree on call {stop + 1} ({seen}); replayed up "
+                          "to the call before it")
+    else:
+        wl.stopped.append(f"group {g.label()}: ranks hold {sorted(set(map(len, calls.values())))} calls; "
+                          f"replayed the first {at}, which every member holds")
+    return {r: c[:at] for r, c in calls.items()}
+
+
+def _by_seq(wl: Workload, g, calls: dict) -> dict:
+    by = {r: {op.seq: op for op in c} for r, c in calls.items()}
+    common = set.intersection(*(set(s) for s in by.values())) if by else set()
+    for s in sorted(set().union(*(set(s) for s in by.values())) - common):
+        wl.skipped.append(f"group {g.label()}: call #{s}: left out on every member (not replayable on "
+                          f"rank(s) {sorted(r for r in g.ranks if s not in by[r])})")
+    order = sorted(common)
+    stop = next((s for s in order if len({_shape(by[r][s]) for r in g.ranks}) > 1), None)
+    if stop is not None:
+        seen = "; ".join(f"rank {r}: {_shape(by[r][stop])}" for r in g.ranks)
+        wl.stopped.append(f"group {g.label()}: its ranks disagree on the job's call #{stop} ({seen}); replayed "
+                          "up to the call before it")
+        order = [s for s in order if s < stop]
+    return {r: [by[r][s] for s in order] for r in g.ranks}
+
+
 def _shape(op) -> str:
+    """What every member of a group records alike for one call (an uneven all_to_all: its whole table)."""
+    if op.splits is not None:
+        return f"{op.collective} splits {op.splits} {op.dtype}"
     return f"{op.collective} {op.in_count}->{op.out_count} {op.dtype}"
 
 
@@ -143,10 +171,20 @@ def describe(wl: Workload) -> list[str]:
              f"{calls} call(s) over all ranks" + ("" if wl.duration_known() else "; no durations in the trace")]
     lines += [f"replay: {g.label()}" for g in wl.groups.values()]
     lines += [f"replay: {n}" for n in wl.notes]
+    barriers = sum(1 for ops in wl.ranks.values() for op in ops if "barrier" in op.name)
+    if barriers:
+        lines.append(f"replay: {barriers} barrier call(s) over all ranks, each run as a one-element all_reduce (as "
+                     "NCCL makes a barrier)")
     lines += [f"stopped: {s}" for s in wl.stopped]
     if wl.skipped:
-        lines.append(f"replay: left out {len(wl.skipped)} call(s): " + "; ".join(sorted(set(wl.skipped))[:5])
-                     + (" ..." if len(set(wl.skipped)) > 5 else ""))
+        why: dict[str, list[str]] = {}
+        for s in wl.skipped:  # "rank R: reason", folded over the ranks that share a reason
+            who, _, reason = s.partition(": ") if s.startswith("rank ") else ("", "", s)
+            why.setdefault(reason, []).append(who.removeprefix("rank "))
+        folded = [f"{reason} (rank{'s' if len(who) > 1 else ''} {', '.join(who[:8])}{' ...' if len(who) > 8 else ''})"
+                  if who[0] else reason for reason, who in why.items()]
+        lines.append(f"replay: left out {len(wl.skipped)} call(s): " + "; ".join(folded[:5])
+                     + (" ..." if len(folded) > 5 else ""))
     return lines
 
 

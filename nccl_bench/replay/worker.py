@@ -51,6 +51,12 @@ class Call:
             self.method, self.args = "exchange", {"rounds": ((move,),)}
             self.segments = [Segment(0, count, op.peer)] if op.collective == "recv" else []
             self.reduction = SUM
+        elif op.splits is not None:  # an all-to-all with uneven splits: its rounds, from the whole group's table
+            counts = [list(row) for row in op.splits]
+            self.send_n, self.recv_n = sum(counts[r]), sum(row[r] for row in counts)
+            self.method, self.args = "exchange", {"rounds": collectives.split_rounds(counts, r)}
+            self.segments = collectives.split_segments(counts, r)
+            self.reduction = SUM
         else:
             coll = collectives.get(op.collective)
             lay = collectives.traced_layout(coll, op.in_count, op.out_count, op.elt, n, r)

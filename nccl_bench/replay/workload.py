@@ -9,7 +9,7 @@ Sizes are the element counts the call was given (input and output), exact: no ro
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from nccl_bench.measure import collectives
 from nccl_bench.measure.vocabulary import ELEMENT_BYTES
@@ -47,6 +47,9 @@ class Op:
     # kernels ran beside it on this GPU (the job's compute overlapping its communication)
     ready_us: float | None = None
     overlap: float | None = None
+    # an all-to-all with uneven splits, where the trace gives them: splits[i][j], the elements group rank i
+    # sends group rank j (the whole group's, so that each rank's result can be checked)
+    splits: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def elt(self) -> int:
@@ -60,6 +63,14 @@ class Op:
     def row_collective(self) -> str:
         return SEND_RECV if self.collective in P2P else self.collective
 
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Op":
+        splits = d.get("splits")
+        return cls(**{**d, "splits": tuple(map(tuple, splits)) if splits else None})
+
 
 @dataclass
 class Workload:
@@ -72,6 +83,11 @@ class Workload:
     skipped: list[str] = field(default_factory=list)  # calls left out, each with its reason
     stopped: list[str] = field(default_factory=list)  # a hung job: where each rank stopped
     meta: dict = field(default_factory=dict)  # the job's versions, where the trace has them
+    seq_aligned: bool = False  # the calls carry the job's own sequence numbers per group (Flight Recorder)
+    origin: dict[int, str] = field(default_factory=dict)  # rank -> the file its calls were read from
+
+    def file_of(self, rank: int) -> str:
+        return self.origin.get(rank) or (self.files[0] if self.files else "?")
 
     def fit(self, nranks: int) -> "Workload":
         """The groups whose ranks all exist on `nranks` ranks, and each such rank's calls on them;
@@ -88,6 +104,52 @@ class Workload:
     def duration_known(self) -> bool:
         return any(op.duration_us is not None for ops in self.ranks.values() for op in ops)
 
+    def compact(self) -> "Workload":
+        """The ranks that have calls, numbered 0..k-1 in their order (a replay starts those and no more); the
+        groups' ranks renumbered with them. Where nothing is missing this is the workload itself."""
+        present = sorted(r for r, ops in self.ranks.items() if ops)
+        if present == list(range(self.nranks)):
+            return self
+        new = {r: k for k, r in enumerate(present)}
+        groups = {key: replace(g, ranks=tuple(new[r] for r in g.ranks)) for key, g in self.groups.items()
+                  if all(r in new for r in g.ranks)}
+        ranks = {new[r]: [op for op in self.ranks[r] if op.group in groups] for r in present}
+        renumbered = [f"{r} -> {new[r]}" for r in present if r != new[r]]
+        notes = self.notes + ([f"ranks renumbered to the {len(present)} that have calls: " + ", ".join(renumbered[:8])
+                               + (" ..." if len(renumbered) > 8 else "")] if renumbered else [])
+        origin = {new[r]: f for r, f in self.origin.items() if r in new}
+        return replace(self, nranks=len(present), groups=groups, ranks=ranks, notes=notes, origin=origin)
+
+    def buffer_bytes(self, rank: int) -> int:
+        """What a rank's replay allocates: one send and one receive buffer per dtype, each as large as that
+        dtype's largest call (nccl_bench.replay.worker)."""
+        need: dict[str, list[int]] = {}
+        for op in self.ranks.get(rank, []):
+            s, r = need.setdefault(op.dtype, [1, 1])
+            n = len(self.groups[op.group].ranks)
+            send, recv = op.in_count, op.out_count
+            if op.collective in ("gather", "scatter"):  # every rank's buffers as the root's (nccl-tests)
+                send, recv = max(send, recv // max(n, 1)), max(recv, send * n)
+            need[op.dtype] = [max(s, send), max(r, recv)]
+        return sum((s + r) * ELEMENT_BYTES[d] for d, (s, r) in need.items())
+
+    def sequence_doc(self, rank: int | None = None) -> dict:
+        """The JSON form a rank of the replay reads: the groups, and one rank's calls (every rank's: None)."""
+        ranks = self.ranks if rank is None else {rank: self.ranks.get(rank, [])}
+        return {"nranks": self.nranks, "source": self.source, "files": self.files,
+                "groups": {k: {"ranks": list(g.ranks), "desc": g.desc} for k, g in self.groups.items()},
+                "ranks": {str(r): [op.to_json() for op in ops] for r, ops in ranks.items()},
+                "notes": self.notes, "skipped": self.skipped, "stopped": self.stopped, "meta": self.meta,
+                "seq_aligned": self.seq_aligned, "origin": {str(r): f for r, f in self.origin.items()}}
+
+    @classmethod
+    def from_sequence_doc(cls, doc: dict) -> "Workload":
+        return cls(nranks=doc["nranks"], source=doc["source"], files=doc["files"],
+                   groups={k: Group(k, tuple(g["ranks"]), g["desc"]) for k, g in doc["groups"].items()},
+                   ranks={int(r): [Op.from_json(o) for o in ops] for r, ops in doc["ranks"].items()},
+                   notes=doc["notes"], skipped=doc["skipped"], stopped=doc["stopped"], meta=doc["meta"],
+                   seq_aligned=doc["seq_aligned"], origin={int(r): f for r, f in doc["origin"].items()})
+
 
 def check_op(op: Op, group: Group) -> str | None:
     """Why this call cannot be replayed, or None."""
@@ -99,6 +161,11 @@ def check_op(op: Op, group: Group) -> str | None:
         return None if op.in_count or op.out_count else f"{op.collective} of nothing"
     if op.collective not in collectives.REGISTRY:
         return f"collective '{op.name or op.collective}' has no replay"
+    if op.splits is not None:
+        n = len(group.ranks)
+        if len(op.splits) != n or any(len(row) != n or min(row, default=0) < 0 for row in op.splits):
+            return f"an all_to_all whose splits do not make a {n} x {n} table"
+        return None
     coll = collectives.REGISTRY[op.collective]
     if coll.by_count is None:
         return f"{op.collective} cannot be replayed from a trace's sizes"

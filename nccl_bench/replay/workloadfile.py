@@ -20,15 +20,18 @@ to `dst`.
 """
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
 from nccl_bench.measure.vocabulary import ELEMENT_BYTES, OPS
+from nccl_bench.replay.bounded import load_json, read_capped
 from nccl_bench.replay.workload import SEND_RECV, Group, Op, Workload
 
 FORMAT = "nccl-bench-workload/1"
+MAX_RANKS = 4096  # a workload is one job's ranks
+ELEMENTS_MAX = 1 << 40  # elements a step declares, at most
 MAX_CALLS = 100_000  # per step: a workload is a step of a job, not its whole run
 
 
@@ -41,8 +44,8 @@ def read(path: Path, doc: dict) -> Workload:
     if doc.get("format") != FORMAT:
         raise UsageError(f"{where}: format {doc.get('format')!r}; this replay reads {FORMAT}")
     n = doc.get("ranks")
-    if not isinstance(n, int) or n < 1:
-        raise UsageError(f"{where}: 'ranks' must be a number of ranks >= 1")
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_RANKS:
+        raise UsageError(f"{where}: 'ranks' must be a number of ranks, 1..{MAX_RANKS}")
     raw = doc.get("groups")
     if not isinstance(raw, dict) or not raw:
         raise UsageError(f"{where}: 'groups' must name each group's ranks, e.g. {{\"world\": [0, 1]}}")
@@ -86,7 +89,7 @@ def _ops(where: str, i: int, step, groups: dict):
     if op is not None and op not in OPS:
         raise UsageError(f"{at}: op '{op}' (choose from {', '.join(OPS)})")
     t = step.get("time_us")
-    if t is not None and not (isinstance(t, (int, float)) and t > 0):
+    if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf):
         raise UsageError(f"{at}: 'time_us' must be a positive number of microseconds")
     elt = ELEMENT_BYTES[dtype]
     for key in names:
@@ -120,17 +123,13 @@ def _count(at: str, step: dict, elt: int, coll, size: int) -> int:
         count = step["count"]
     else:
         nbytes = step["bytes"]
-        if not isinstance(nbytes, int) or nbytes < 1:
-            raise UsageError(f"{at}: 'bytes' must be a positive number")
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or not 1 <= nbytes <= ELEMENTS_MAX:
+            raise UsageError(f"{at}: 'bytes' must be a whole number of bytes, 1..{ELEMENTS_MAX}")
         count = coll.layout(nbytes, elt, size, 0).count if coll is not None else nbytes // elt
-    if not isinstance(count, int) or count < 1:
-        raise UsageError(f"{at}: the size comes to {count} elements; it must be at least 1")
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= ELEMENTS_MAX:
+        raise UsageError(f"{at}: the size comes to {count!r} elements; it must be 1..{ELEMENTS_MAX}")
     return count
 
 
 def load(path: Path) -> Workload:
-    try:
-        doc = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: not JSON ({e})") from None
-    return read(path, doc)
+    return read(path, load_json(path, read_capped(path), "a workload file"))
