@@ -18,19 +18,18 @@ replay stops at the last call every member finished (entered, where the backend 
 """
 from __future__ import annotations
 
-import ast
 import io
 import math
 import pickle
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.replay.bounded import load_json, read_capped
-from nccl_bench.replay.workload import Group, Op, Workload
+from nccl_bench.replay.frgroups import (MAX_RANKS, configs_of, rooted_and_split, show, window_and_stop,
+                                         workload)
+from nccl_bench.replay.workload import Op, Workload
 
-MAX_RANKS = 4096  # a rank number (in a file's name, or a group's) above this is not one job's
 DTYPES = {"Float": "float32", "BFloat16": "bfloat16", "Half": "float16", "Double": "float64", "Int": "int32",
           "Long": "int64", "Char": "int8", "Byte": "uint8"}
 # the trace's name, less its backend prefix and leading underscores -> the collective replayed
@@ -98,43 +97,18 @@ def rank_of(path: Path) -> int:
     return int(m.group(1))
 
 
-def _ranks(value) -> list[int] | None:
-    if isinstance(value, str):
-        if len(value) > 16 * MAX_RANKS:
-            return None
-        try:
-            value = ast.literal_eval(value) if value.strip() else []
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
-            return None
-    if (isinstance(value, (list, tuple)) and len(value) <= MAX_RANKS
-            and all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < MAX_RANKS for r in value)
-            and len(set(value)) == len(value)):
-        return list(value)
-    return None
-
-
-def _show(v) -> str:
-    """An untrusted value, shown in a line without walking it (a 100,000-deep list has no printable form)."""
-    if isinstance(v, (list, tuple, dict)):
-        return f"a {type(v).__name__} of {len(v)}"
-    try:
-        return repr(v)[:40]
-    except ValueError:  # an integer too long to print
-        return f"a {type(v).__name__}"
-
-
 def _count(sizes, path: Path, at: str, field: str) -> int:
     """Elements over every tensor of a call: [[3, 1001]] -> 3003, [[5], [5]] -> 10; one line if malformed."""
     if sizes is None:
         return 0
     if not isinstance(sizes, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in sizes):
-        raise UsageError(f"{path}: {at}: '{field}' is {_show(sizes)}, not a list of tensor shapes")
+        raise UsageError(f"{path}: {at}: '{field}' is {show(sizes)}, not a list of tensor shapes")
     total = 0
     for shape in sizes:
         n = 1
         for d in shape:
             if not isinstance(d, int) or isinstance(d, bool) or d < 0:
-                raise UsageError(f"{path}: {at}: '{field}' holds {_show(d)}, not a dimension")
+                raise UsageError(f"{path}: {at}: '{field}' holds {show(d)}, not a dimension")
             n *= d
             if n > ELEMENTS_MAX:
                 raise UsageError(f"{path}: {at}: '{field}' declares a tensor of more than {ELEMENTS_MAX} elements: "
@@ -154,24 +128,24 @@ def _entries(path: Path, doc: dict) -> list[dict]:
         if not isinstance(e, dict):
             raise UsageError(f"{path}: {at} is {type(e).__name__}, not a call")
         name = e.get("profiling_name")
-        at = f"entry {k} ({name[:40] if isinstance(name, str) else _show(name)})"
+        at = f"entry {k} ({name[:40] if isinstance(name, str) else show(name)})"
         pg = e.get("process_group")
         if not (isinstance(pg, (list, tuple)) and pg and isinstance(pg[0], (str, int)) and not isinstance(pg[0], bool)):
-            raise UsageError(f"{path}: {at}: 'process_group' is {_show(pg)}, not [name, description]")
+            raise UsageError(f"{path}: {at}: 'process_group' is {show(pg)}, not [name, description]")
         if not isinstance(e.get("profiling_name", ""), str):
             raise UsageError(f"{path}: {at}: 'profiling_name' is not a name")
         for field in ("collective_seq_id", "p2p_seq_id", "record_id"):
             v = e.get(field)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-                raise UsageError(f"{path}: {at}: '{field}' is {_show(v)}, not a number")
+                raise UsageError(f"{path}: {at}: '{field}' is {show(v)}, not a number")
         for field in ("input_dtypes", "output_dtypes"):
             v = e.get(field)
             if v is not None and not (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)):
-                raise UsageError(f"{path}: {at}: '{field}' is {_show(v)}, not a list of type names")
+                raise UsageError(f"{path}: {at}: '{field}' is {show(v)}, not a list of type names")
         ms = e.get("duration_ms")
         if ms is not None and not (isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms)
                                    and ms >= 0):
-            raise UsageError(f"{path}: {at}: 'duration_ms' is {_show(ms)}, not a duration")
+            raise UsageError(f"{path}: {at}: 'duration_ms' is {show(ms)}, not a duration")
         out.append({**e, "_group": str(pg[0]), "_desc": str(pg[1]) if len(pg) > 1 else "",
                     "_in": _count(e.get("input_sizes"), path, at, "input_sizes"),
                     "_out": _count(e.get("output_sizes"), path, at, "output_sizes")})
@@ -228,7 +202,7 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
                 raise
             unread.append(f"rank {r}'s dump cannot be read ({e})")
             continue
-        _configs(p, r, doc, configs)
+        configs_of(p, r, doc, configs)
         dumps[r] = (p, _entries(p, doc))
         meta["fr_version"].add(str(doc.get("version")))
         if doc.get("comm_lib_version"):
@@ -238,7 +212,7 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
         del doc
     if not dumps:
         raise UsageError(f"{paths[0]}: no dump could be read ({'; '.join(unread[:2])})")
-    wl = _workload(paths, dumps, configs, allow_missing)
+    wl = workload(paths, dumps, configs, allow_missing)
     wl.notes += [f"{u}: its groups are left out (--allow-missing-ranks)" for u in unread]
     if unread:  # a group whose ranks the dumps do not record (gloo's) may have had an unread rank in it
         unknown = [g.label() for k, g in wl.groups.items() if k not in configs]
@@ -249,57 +223,13 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
     wl.meta = {"fr_version": sorted(meta["fr_version"]), "comm_lib_version": sorted(meta["comm_lib_version"])}
     wl.origin = {r: str(p) for r, (p, _) in dumps.items()}
     entries = {r: es for r, (_, es) in dumps.items()}
-    cut = _window_and_stop(wl, entries)
+    cut = window_and_stop(wl, entries)
     for r, es in sorted(entries.items()):
         wl.ranks[r] = _rank_ops(wl, r, es, cut)
-    _rooted_and_split(wl)
+    rooted_and_split(wl)
     if meta["backends"] == {"gloo"}:
         wl.notes.append("gloo's Flight Recorder records no send or recv: point-to-point calls the job made are not "
                         "in these dumps (NCCL's are)")
-    return wl
-
-
-def _configs(p: Path, r: int, doc: dict, configs: dict) -> None:
-    pg_config = doc.get("pg_config") or {}
-    if not isinstance(pg_config, dict):
-        raise UsageError(f"{p}: 'pg_config' is {type(pg_config).__name__}, not the job's groups")
-    for key, cfg in pg_config.items():
-        raw = cfg.get("ranks") if isinstance(cfg, dict) else None
-        if raw in (None, "", "[]", []):
-            continue  # gloo leaves it empty: the group's ranks are its holders
-        ranks = _ranks(raw)
-        if ranks is None:
-            raise UsageError(f"{p}: pg_config group {_show(key)}: 'ranks' is {_show(raw)}, not distinct ranks "
-                             f"under {MAX_RANKS}")
-        seen = configs.setdefault(str(key), (ranks, r, cfg.get("desc", "")))
-        if seen[0] != ranks:
-            raise UsageError(f"{p}: group {key} has ranks {ranks[:16]}, but rank {seen[1]}'s dump says "
-                             f"{seen[0][:16]}: the dumps disagree on a group")
-
-
-def _workload(paths, dumps: dict, configs: dict, allow_missing: bool) -> Workload:
-    held: dict[str, set[int]] = {}
-    descs: dict[str, str] = {}
-    for r, (_, es) in dumps.items():
-        for e in es:
-            held.setdefault(e["_group"], set()).add(r)
-            descs.setdefault(e["_group"], e["_desc"])
-    groups = {key: Group(key, tuple(configs[key][0] if key in configs else sorted(holders)), descs.get(key, ""))
-              for key, holders in held.items()}
-    if not groups:
-        raise UsageError(f"{paths[0]}: the dumps record no collective (nothing to replay)")
-    wl = Workload(nranks=max(dumps) + 1, groups=groups, ranks={}, source="flight recorder",
-                  files=[str(p) for p, _ in dumps.values()], seq_aligned=True)
-    missing = sorted({r for g in groups.values() for r in g.ranks} - set(dumps))
-    if missing and not allow_missing:
-        short = [g.label() for g in groups.values() if set(g.ranks) & set(missing)][:3]
-        raise UsageError(f"{paths[0]}: no dump for rank(s) {missing[:8]}{' ...' if len(missing) > 8 else ''}, members "
-                         f"of {'; '.join(short)}: give every rank's dump, or --allow-missing-ranks to replay only the "
-                         "groups whose ranks all have one")
-    if missing:
-        wl.notes.append(f"no dump for rank(s) {missing[:8]}: the groups they belong to are left out "
-                        "(--allow-missing-ranks)")
-        wl.groups = {k: g for k, g in groups.items() if not set(g.ranks) & set(missing)}
     return wl
 
 
@@ -317,87 +247,3 @@ def _rank_ops(wl: Workload, r: int, es: list[dict], cut: dict) -> list[Op]:
             continue
         out.append(op)
     return out
-
-
-def _rooted_and_split(wl: Workload) -> None:
-    """Calls whose record differs between ranks, made whole from the group's records: a gather's output and a
-    scatter's input are recorded on its root alone (the root is where they are; every rank gets the root's
-    sizes, as nccl-tests sizes them), and an all_to_all with uneven splits is left out on every rank (the
-    Flight Recorder records no split sizes; a profiler trace does)."""
-    calls: dict[tuple, list[tuple[int, int]]] = {}
-    for r, ops in wl.ranks.items():
-        for i, op in enumerate(ops):
-            if op.collective in ("gather", "scatter", "alltoall") and op.seq is not None:
-                calls.setdefault((op.group, op.collective, op.seq), []).append((r, i))
-    drop: set[tuple[int, int]] = set()
-    for (key, coll, _), at in calls.items():
-        n = len(wl.groups[key].ranks)
-        mine = {r: wl.ranks[r][i] for r, i in at}
-        whole, why = _made_whole(coll, mine, wl.groups[key].ranks, n)
-        for r, i in at:
-            if whole is None:
-                drop.add((r, i))
-                wl.skipped.append(f"rank {r}: {mine[r].name}: {why}")
-            else:
-                wl.ranks[r][i] = whole[r]
-    for r in wl.ranks:
-        wl.ranks[r] = [op for i, op in enumerate(wl.ranks[r]) if (r, i) not in drop]
-
-
-def _made_whole(coll: str, mine: dict[int, Op], ranks: tuple[int, ...], n: int):
-    """({rank: its call as every rank of the group runs it}, None), or (None, why it cannot be replayed)."""
-    if coll == "alltoall":
-        if any(o.in_count != o.out_count for o in mine.values()) or len({o.in_count for o in mine.values()}) > 1:
-            return None, "an all_to_all with uneven splits: the Flight Recorder records no split sizes (a profiler " \
-                         "trace does)"
-        return mine, None
-    side = "out_count" if coll == "gather" else "in_count"
-    roots = [r for r, o in mine.items() if getattr(o, side)]
-    if len(roots) != 1 or len(mine) != n:
-        return None, f"a {coll} whose root's record is not among the dumps"
-    root = roots[0]
-    chunk = mine[root].in_count if coll == "gather" else mine[root].out_count
-    if getattr(mine[root], side) != chunk * n:
-        return None, f"a {coll} of uneven sizes ({getattr(mine[root], side)} elements over {n} ranks)"
-    in_n, out_n = (chunk, chunk * n) if coll == "gather" else (chunk * n, chunk)
-    return {r: replace(o, in_count=in_n, out_count=out_n, root=ranks.index(root)) for r, o in mine.items()}, None
-
-
-def _window_and_stop(wl: Workload, entries: dict[int, list[dict]]) -> dict:
-    """Per (group, p2p?): the sequence numbers every member holds and finished, (first, last); and the
-    lines that say where each rank of a hung group stopped (into wl.stopped)."""
-    cut = {}
-    for key, g in wl.groups.items():
-        members = [r for r in g.ranks if r in entries]
-        for p2p in (False, True):
-            field = "p2p_seq_id" if p2p else "collective_seq_id"
-            seqs = {r: [e for e in entries[r] if e["_group"] == key and bool(e.get("is_p2p")) == p2p
-                        and isinstance(e.get(field), int)] for r in members}
-            if not any(seqs.values()) or not all(seqs.values()):
-                continue
-            first = max(min(e[field] for e in es) for es in seqs.values())
-            last = {r: max(e[field] for e in es) for r, es in seqs.items()}
-            tracked = any(e.get("state") == "completed" for es in seqs.values() for e in es)
-            done = {r: max((e[field] for e in es if e.get("state") == "completed"), default=first - 1)
-                    if tracked else last[r] for r, es in seqs.items()}
-            top = max(last.values())
-            cut[(key, p2p)] = (first, min(done.values()))
-            if min(last.values()) < top or (tracked and min(done.values()) < top):
-                entered = [r for r in members if last[r] == top]
-                behind = [r for r in members if last[r] < top]
-                at = next(e for e in seqs[entered[0]] if e[field] == top)
-                line = (f"group {g.label()}: rank(s) {entered} reached #{top} {at.get('profiling_name')}"
-                        f" ({_state(seqs, entered, field, top)})")
-                if behind:
-                    line += "; never entered it: " + ", ".join(
-                        f"rank {r} (last #{last[r]} "
-                        f"{next(e for e in seqs[r] if e[field] == last[r]).get('profiling_name')})" for r in behind)
-                wl.stopped.append(line)
-                wl.stopped.append(f"group {g.label()}: replayed up to #{min(done.values())}, the last call "
-                                  + ("every member finished" if tracked else "every member entered"))
-    return cut
-
-
-def _state(seqs, ranks, field, seq) -> str:
-    states = {next(e for e in seqs[r] if e[field] == seq).get("state") for r in ranks}
-    return "state " + "/".join(sorted(str(s) for s in states))

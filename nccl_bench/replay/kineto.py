@@ -23,7 +23,8 @@ from pathlib import Path
 from nccl_bench.core.errors import UsageError
 from nccl_bench.replay.bounded import load_json, read_capped
 from nccl_bench.replay.workload import Group, Op, Workload
-from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES, _ranks
+from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES
+from nccl_bench.replay.frgroups import ranks_list
 
 EVENT = "record_param_comms"
 
@@ -68,7 +69,7 @@ def read(paths: list[Path]) -> Workload:
         for cfg in info.get("pg_config") or []:
             if not isinstance(cfg, dict):
                 raise UsageError(f"{p}: distributedInfo.pg_config holds {type(cfg).__name__}, not a group")
-            _group(groups, said, p, r, str(cfg.get("pg_name")), _ranks(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
+            _group(groups, said, p, r, str(cfg.get("pg_name")), ranks_list(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
         try:
             wl.ranks[r], spans[r] = _rank_calls(wl, groups, said, p, r, doc)
         except (TypeError, ValueError, KeyError, AttributeError) as e:  # an event's fields not what a trace has
@@ -148,7 +149,7 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
     for e in cpu:
         a = e["args"]
         key = str(a.get("Process Group Name", ""))
-        _group(groups, said, p, r, key, _ranks(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
+        _group(groups, said, p, r, key, ranks_list(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
         name, raw = _call(a)
         if name is None or name in ("send", "recv"):  # a transfer's peer is not in these args
             wl.skipped.append(f"rank {r}: {raw or '(unnamed)'}: no replay for this call from a profiler trace")
