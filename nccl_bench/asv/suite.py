@@ -3,10 +3,11 @@
 Each benchmark class has one `setup_cache` that runs its bounded jobs (nccl_bench.job.jobs:
 own session, killed whole on timeout, inside asv's own timeout) and keeps, per job,
 either the numbers or the job's failure. Per parameter combination, `setup` then looks
-its number up: a combination this machine cannot run raises NotImplementedError (asv
-records it as skipped), one whose job failed raises JobFailed with the job's reason (asv
-records it as failed and shows the reason with `asv run -e`). Every other combination
-still gets its number.
+its samples up (nccl_bench.asv.samples: asv records their median and spread): a combination
+this machine cannot run, or cannot run steadily, raises NotImplementedError (asv records it
+as skipped, with the reason), one whose job failed raises JobFailed with the job's reason
+(asv records it as failed and shows the reason with `asv run -e`). Every other combination
+still gets its samples.
 
 Which backend and how many ranks: nccl on one rank per GPU, else gloo on 2 ranks (the
 CPU model). NCCL_BENCH_ASV_BACKEND and NCCL_BENCH_ASV_NRANKS override both.
@@ -16,15 +17,18 @@ nccl_bench.asv.plugin.
 """
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from nccl_bench.measure import benchfile
-from nccl_bench.core import stats
 from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.measure.collectives import NAMES, get as collective
 from nccl_bench.job.jobs import JobFailed, run_json
+from nccl_bench.asv.samples import Samples, per_block
 import stress  # run as `python -m stress`: a dependency the layer test sees
 
 # The collectives NCCL runs in one call (the point-to-point rounds of gather, scatter, alltoallv and
@@ -34,10 +38,23 @@ ALGOS = ("ring", "tree")
 # "small": the smallest size that moves data on every rank (8 B, or 16 B per rank for the
 # chunked collectives, following nccl-tests' rounding).
 SIZES = {"small": None, "1 MiB": 1 << 20, "64 MiB": 64 << 20, "1 GiB": 1 << 30}
-GLOO_MAX_BYTES = 1 << 20  # the CPU model runs the small sizes only
+CYCLES = 3  # bench -N: each cycle of the sweep one sample of every point
 RANKS_PER_ROOT = (1, 128)  # every rank a root; PyTorch's default (one root up to 128 ranks)
+# phase -> the init row's field; "lifetime" is a communicator's whole life as a churn lives it:
+# init (exchange + create), the first collective and destroy
 PHASES = {"exchange": "exchange_s", "create": "create_s", "init": "init_s",
-          "first_collective": "first_collective_s", "destroy": "destroy_s"}
+          "first_collective": "first_collective_s", "destroy": "destroy_s", "lifetime": None}
+LIFETIME = ("init_s", "first_collective_s", "destroy_s")
+
+# What cannot be steady on the CPU model (measured between runs of identical code on a 2-core machine,
+# docs/asv.md "Steady enough to compare"): asv skips these there, with the reason.
+GLOO_BANDWIDTH = ("gloo's bandwidth swings 2-10 x between runs of identical code on a CPU machine "
+                  "(docs/asv.md): not a series to judge; measured on GPUs")
+GLOO_SUB_MS = {"exchange", "create", "init", "first_collective"}
+GLOO_SUB_MS_WHY = ("under a millisecond on gloo, where it drifts 25-56 % between runs of identical code "
+                   "(docs/asv.md); 'lifetime' carries it on the CPU model")
+STRESS_SEED = 1  # the same skews every run: a run's rate then moves with the code, not the draw
+STRESS_BLOCK = 3  # rounds per sample
 
 # setup_cache budgets (seconds): asv's own timeout for each; every job gets what is left
 # minus a margin, so each is reaped before asv gives up on the setup_cache process.
@@ -131,51 +148,48 @@ def _value(entry: dict | None, what: str):
 # --- bandwidth: collective x algo x init x size -> time per op, busbw ---------------------------
 def bandwidth_jobs(m: Machine) -> list[tuple[str, str]]:
     """(init, algo) per job: one communicator each, so stock's keys are read once per job."""
-    algos = ("ring",) if m.gloo else ALGOS
-    return [(init, algo) for init in MODES for algo in algos]
+    return [] if m.gloo else [(init, algo) for init in MODES for algo in ALGOS]
 
 
 def bandwidth_skip(m: Machine, collective: str, algo: str, size: str) -> str | None:
     if (why := m.cannot_run()):
         return why
+    if m.gloo:
+        return GLOO_BANDWIDTH
     if algo == "tree" and collective != "all_reduce":
         return f"NCCL has no tree algorithm for {collective}"
-    if algo == "tree" and m.gloo:
-        return "gloo has no NCCL algorithms; its own runs as 'ring'"
-    if m.gloo and (SIZES[size] or 0) > GLOO_MAX_BYTES:
-        return f"{size} is beyond the CPU model's sizes (gloo runs up to 1 MiB)"
     return None
 
 
 def _bench_argv(m: Machine, init: str, algo: str) -> list[str]:
-    iters, warmup, top = (["5", "1", "1M"] if m.gloo else ["20", "5", "1G"])
     return ["nccl_bench", "bench", *_job_args(m), "--init", init, "--ranks-per-root", "1", "--algo", algo,
             "--collective", ",".join(COLLECTIVES) if algo == "ring" else "all_reduce",
-            "-b", "8", "-e", top, "-f", "2", "-n", iters, "-w", warmup, "-c", "1"]
+            "-b", "8", "-e", "1G", "-f", "2", "-n", "20", "-w", "5", "-c", "1", "-N", str(CYCLES)]
 
 
 def _bench_points(doc: dict) -> dict:
-    """{(collective, size label): {time_s, busbw_gbps, bytes}} from one bench JSON (out-of-place)."""
-    by_coll: dict[str, list[dict]] = {}
+    """{(collective, size label): {time_s: [...], busbw_gbps: [...], bytes}} from one bench JSON (out of
+    place), one sample per cycle of the sweep."""
+    by_cycle: dict[tuple[str, int], list[dict]] = {}
     for r in benchfile.rows(doc):
-        by_coll.setdefault(r["collective"], []).append(r)
-    out = {}
-    for coll, rows in by_coll.items():
+        by_cycle.setdefault((r["collective"], r.get("cycle") or 0), []).append(r)
+    out: dict = {}
+    for (coll, _), rows in sorted(by_cycle.items()):
         rows.sort(key=lambda r: r["size"])
         for label, size in SIZES.items():
             hit = rows[0] if size is None else next((r for r in rows if r["size"] == size), None)
             if hit is not None:
-                p = hit["out_of_place"]
-                out[(coll, label)] = {"time_s": p["time"] * 1e-6, "busbw_gbps": p["bus_bw"], "bytes": hit["size"]}
+                p = out.setdefault((coll, label), {"time_s": [], "busbw_gbps": [], "bytes": hit["size"]})
+                p["time_s"].append(hit["out_of_place"]["time"] * 1e-6)
+                p["busbw_gbps"].append(hit["out_of_place"]["bus_bw"])
     return out
 
 
 def bandwidth_cache() -> dict:
     def jobs(m: Machine):
-        cap = 60.0 if m.gloo else 100.0
         for init, algo in bandwidth_jobs(m):
             yield (init, algo), lambda budget, init=init, algo=algo: _bench_points(
-                run_json(_bench_argv(m, init, algo), budget.job(cap), json_flag="-J"))
+                run_json(_bench_argv(m, init, algo), budget.job(100.0), json_flag="-J"))
     return _cache(BANDWIDTH_BUDGET, jobs)
 
 
@@ -186,30 +200,40 @@ def bandwidth_point(cache: dict, collective: str, algo: str, init: str, size: st
     points = _value(cache["jobs"].get((init, algo)), f"bench {init}/{algo}")
     if (collective, size) not in points:
         raise JobFailed([f"bench {init}/{algo}"], f"no {collective} row at {size} in its result")
-    return points[(collective, size)]
+    p = points[(collective, size)]
+    return {"time_s": Samples(p["time_s"]), "busbw_gbps": Samples(p["busbw_gbps"])}
 
 
-# --- init latency: init mode x ranks per root x phase -> median seconds ---------------------------
-def init_skip(m: Machine, init: str, ranks_per_root: int) -> str | None:
+# --- init latency: init mode x ranks per root x phase -> seconds, every init one sample ---------------
+def init_skip(m: Machine, init: str, ranks_per_root: int, phase: str | None = None) -> str | None:
     if (why := m.cannot_run()):
         return why
     if init == "regular" and ranks_per_root != max(RANKS_PER_ROOT):
         return "regular init has one root whatever ranks-per-root says (measured at 128)"
+    if m.gloo and phase in GLOO_SUB_MS:
+        return f"{phase}: {GLOO_SUB_MS_WHY}"
     return None
 
 
 def _init_argv(m: Machine, ranks_per_root: int) -> list[str]:
     modes = [i for i in MODES if not init_skip(m, i, ranks_per_root)]
-    # a stale stock init hangs until the deadline: a few times a healthy init (docs/validation.md)
-    rounds, deadline = (["3", "3"] if m.gloo else ["6", "3"])
+    # a stale stock init hangs until the 3 s deadline: a few times a healthy init (docs/validation.md)
     return ["nccl_bench", "init", *_job_args(m), "--init", ",".join(modes), "--ranks-per-root", str(ranks_per_root),
-            "--rounds", rounds, "--warmup", "1", "--timeout", deadline]
+            "--rounds", "10" if m.gloo else "6", "--warmup", "1", "--timeout", "3"]
 
 
-def _init_medians(doc: dict) -> dict:
-    """{mode: {phase: median s} or {"error": why}} over the measured rounds' inits, every rank.
+def _phase(row: dict, phase: str) -> float | None:
+    if phase != "lifetime":
+        return row[PHASES[phase]]
+    parts = [row[k] for k in LIFETIME]
+    return None if None in parts else sum(parts)
 
-    stock's stale-key failures are its known bug (pytorch#178473): its medians are over the
+
+def _init_samples(doc: dict) -> dict:
+    """{mode: {phase: [seconds of every init that worked, every rank]} or {"error": why}} over the
+    measured rounds.
+
+    stock's stale-key failures are its known bug (pytorch#178473): its samples are the
     inits that worked, and with none ({"skipped": why}) it has no number this run (ranks skewed by a
     loaded machine read stale IDs every round: gloo, 2 cores, a CPU-heavy job beside). A failed regular
     or scoped init is a failure of the benchmark.
@@ -227,23 +251,23 @@ def _init_medians(doc: dict) -> dict:
             out[mode] = {"error": f"{mode}: {len(mine) - len(ok)} of {len(mine)} inits failed; first: "
                                   f"{bad[0] if bad else '?'}"}
         else:
-            out[mode] = {phase: stats.percentile((r[key] for r in ok), 0.5) for phase, key in PHASES.items()}
+            out[mode] = {phase: [v for r in ok if (v := _phase(r, phase)) is not None] for phase in PHASES}
     return out
 
 
 def init_cache() -> dict:
     def jobs(m: Machine):
-        cap = 40.0 if m.gloo else 90.0
+        cap = 60.0 if m.gloo else 90.0
         for rpr in RANKS_PER_ROOT:
             # exit 1 is a failed init somewhere: judged per mode below, not per job
-            yield rpr, lambda budget, rpr=rpr: _init_medians(
+            yield rpr, lambda budget, rpr=rpr: _init_samples(
                 run_json(_init_argv(m, rpr), budget.job(cap), ok_codes=(0, 1)))
     return _cache(INIT_BUDGET, jobs)
 
 
-def init_phase(cache: dict, init: str, ranks_per_root: int, phase: str) -> float:
+def init_phase(cache: dict, init: str, ranks_per_root: int, phase: str) -> Samples:
     m = Machine(**cache["machine"])
-    if (why := init_skip(m, init, ranks_per_root)):
+    if (why := init_skip(m, init, ranks_per_root, phase)):
         raise NotImplementedError(why)
     modes = _value(cache["jobs"].get(ranks_per_root), f"init --ranks-per-root {ranks_per_root}")
     got = modes.get(init)
@@ -251,33 +275,48 @@ def init_phase(cache: dict, init: str, ranks_per_root: int, phase: str) -> float
         raise NotImplementedError(got["skipped"])  # asv: skipped, with its reason
     if got is None or "error" in got:
         raise JobFailed([f"init {init}"], got["error"] if got else "no rows for this mode")
-    if got[phase] is None:
+    if not got[phase]:
         raise JobFailed([f"init {init}"], f"no {phase} time recorded")
-    return got[phase]
+    return Samples(got[phase])
 
 
-# --- stress: a short scoped churn -> rounds per second ------------------------------------------
-def _stress_argv(m: Machine) -> list[str]:
-    return [stress.__name__, *_job_args(m), "--init", "scoped", "--rounds", "15" if m.gloo else "20"]
+# --- stress: a short scoped churn -> rounds per second, a block of rounds one sample -------------------
+def _stress_argv(m: Machine, journal: Path) -> list[str]:
+    return [stress.__name__, *_job_args(m), "--init", "scoped", "--rounds", "30", "--seed", str(STRESS_SEED),
+            "--journal", str(journal)]
 
 
-def _stress_row(doc: dict) -> dict:
-    row = doc["rows"][0]
-    if not row["rounds_per_s"]:
-        raise JobFailed([stress.__name__], f"no round timed ({doc['rounds']} rounds)")
-    return row
+def round_seconds(journal: Path) -> list[float]:
+    """Each round's seconds from a stress journal: its slowest rank's, from the round's start (skew
+    included) to its end."""
+    out = []
+    with open(journal) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("type") == "round" and rec.get("verdict") == "ok":
+                out.append(max(r.get("elapsed_s") or 0.0 for r in rec["ranks"]))
+    return out
+
+
+def _stress_blocks(m: Machine, budget: Budget) -> list[float]:
+    with tempfile.TemporaryDirectory(prefix="nccl_bench_asv_") as tmp:
+        journal = Path(tmp) / "stress.jsonl"
+        doc = run_json(_stress_argv(m, journal), budget.job(STRESS_BUDGET), json_flag="--summary-json")
+        blocks = per_block(round_seconds(journal), STRESS_BLOCK)
+    if not blocks:
+        raise JobFailed([stress.__name__], f"fewer than {STRESS_BLOCK} rounds timed ({doc['rounds']} rounds)")
+    return blocks
 
 
 def stress_cache() -> dict:
     def jobs(m: Machine):
-        yield "scoped", lambda budget: _stress_row(
-            run_json(_stress_argv(m), budget.job(STRESS_BUDGET), json_flag="--summary-json"))
+        yield "scoped", lambda budget: _stress_blocks(m, budget)
     return _cache(STRESS_BUDGET, jobs)
 
 
-def stress_rate(cache: dict) -> float:
-    """Rounds per second of the churn (each round: init, verify, destroy)."""
+def stress_rate(cache: dict) -> Samples:
+    """Rounds per second of the churn (each round: init, verify, destroy), one sample per block of rounds."""
     m = Machine(**cache["machine"])
     if (why := m.cannot_run()):
         raise NotImplementedError(why)
-    return _value(cache["jobs"].get("scoped"), "stress --init scoped")["rounds_per_s"]
+    return Samples(1.0 / s for s in _value(cache["jobs"].get("scoped"), "stress --init scoped"))

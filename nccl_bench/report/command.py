@@ -57,7 +57,7 @@ class ReportOptions:
                 raise UsageError(f"--out {out}: folder {out.parent} does not exist")
 
 
-MAX_REGRESSION_LINES = 10  # the terminal names the first ones; report.md has them all
+MAX_REGRESSION_LINES = 10  # the terminal names the most certain ones; report.md has them all
 
 
 def default_out() -> Path:
@@ -98,10 +98,13 @@ def main(argv: list[str]) -> int:
     if report.history is not None:
         shown = report.history.regressions[:MAX_REGRESSION_LINES]
         for r in shown:
+            noise = f"its runs' spread {r.spread:.1%}" if r.spread is not None else "two commits, intervals apart"
             print(f"regression: {r.benchmark} [{r.params or '-'}] on {r.machine}: {r.change:+.1%} between "
-                  f"{r.last_good.short} and {r.first_bad.short} ({r.before:.4g} -> {r.after:.4g})")
+                  f"{r.last_good.short} and {r.first_bad.short} ({r.before:.4g} -> {r.after:.4g}; {noise})")
         if len(report.history.regressions) > len(shown):
             print(f"regression: {len(report.history.regressions) - len(shown)} more in {path}")
+        if report.history.noisy:
+            print(f"history: {len(report.history.noisy)} series too noisy to judge, not named (listed in {path})")
         print(f"history: {sum(map(len, report.history.commits.values()))} commit(s), "
               f"{len(report.history.series)} series, {len(report.history.regressions)} regression(s)")
         regressed += len(report.history.regressions)

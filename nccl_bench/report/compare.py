@@ -15,7 +15,8 @@ The rules (the report prints them next to the tables):
   the medians differ by more than that.
 - failures (init, stress): flagged when the failure rates differ by more than two standard
   errors of a binomial with the pooled rate.
-- asv: ratio of values; the spread is asv's own interquartile range where it recorded one.
+- asv: ratio of values; flagged beyond 5 % with asv's 99 % intervals of the two apart, as the history
+  judges two commits (history.two_runs).
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ RULES = {
             "flagged beyond 2 binomial standard errors",
     "stress": "rounds/s and init time: ratio of medians of per-round values; spread = the larger relative "
               f"interquartile range, at least {FLOOR:.0%}. Failure rates: flagged beyond 2 binomial standard errors",
-    "asv": f"ratio of values; spread = asv's relative interquartile range where recorded, at least {FLOOR:.0%}; "
-           "direction from the name (busbw, per_s: higher is better; otherwise lower is better)",
+    "asv": "ratio of values (asv's median of the samples); flagged when beyond 5 % and asv's 99 % intervals of "
+           "the two do not overlap ('within noise' when they do), as the history judges two commits; direction "
+           "from the name (busbw, per_s: higher is better; otherwise lower is better)",
 }
 
 
@@ -183,7 +185,14 @@ def stress(new, base) -> list[dict]:
     return rows
 
 
+def _point(row: dict) -> tuple[float, tuple | None]:
+    has = row.get("ci_lo") is not None and row.get("ci_hi") is not None
+    return row["value"], ((row["ci_lo"], row["ci_hi"]) if has else None)
+
+
 def asv(new, base) -> list[dict]:
+    """Two asv results judged as the history judges two commits (nccl_bench.report.history.two_runs)."""
+    from nccl_bench.report import history
     def index(results):
         return {(r["benchmark"], r["params"]): r for res in results for r in res.rows if r["value"] is not None}
     a, b = index(new), index(base)
@@ -195,11 +204,8 @@ def asv(new, base) -> list[dict]:
         row = {"group": suite or key[0], "item": method + (f" ({key[1]})" if key[1] else ""),
                "new": n["value"], "base": o["value"], "ratio": None,
                "threshold": None, "verdict": "n/a"}
-        if n["value"] and o["value"] and (n["value"] > 0) == (o["value"] > 0):
-            spreads = [abs(r["q75"] - r["q25"]) / abs(r["value"]) for r in (n, o)
-                       if r.get("q25") is not None and r.get("q75") is not None]
-            thr = max([FLOOR] + spreads)
-            lr = math.log(n["value"] / o["value"])
-            row.update(ratio=n["value"] / o["value"], threshold=thr, verdict=verdict(lr, math.log1p(thr), higher))
+        if n["value"] and o["value"] and n["value"] > 0 and o["value"] > 0:
+            row.update(ratio=n["value"] / o["value"], threshold=history.THRESHOLD,
+                       verdict=history.two_runs(_point(n), _point(o), higher))
         rows.append(row)
     return rows

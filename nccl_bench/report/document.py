@@ -14,7 +14,6 @@ from nccl_bench.report import compare
 KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate")
 COMPARABLE = ("bench", "init", "stress", "asv")
 BENCH_DETAIL_ROWS = 400  # full per-size tables fold away; beyond this many rows, only the summary
-HISTORY_COLUMNS = 12  # a history table shows the newest commits; the plots show them all
 
 
 
@@ -198,35 +197,10 @@ class Report:
 
     # --- the rest -----------------------------------------------------------------------------
     def section_asv(self, results) -> None:
-        """asv results as history: each benchmark's values across commits, per machine, and the
-        regressions asv's step detection finds (nccl_bench.report.history)."""
-        from nccl_bench.report import history, historyplot, readers
-        h = self.history = history.build(results, readers.asv_units(self.mine, results))
-        self.add("## History (asv)", "",
-                 f"Each benchmark's value per commit, oldest first; regressions are steps to a worse level that "
-                 f"the newest commit still has, found by asv's own step detection (`asv.step_detect`, steps "
-                 f"under {history.THRESHOLD:.0%} not named): up for a time, down for a rate.", "")
-        for machine, commits in h.commits.items():
-            versions = "; ".join(dict.fromkeys(historyplot._versions(c.versions) for c in commits if c.versions))
-            self.add(f"### {machine}: {len(commits)} commit(s), {commits[0].short} .. {commits[-1].short}", "",
-                     f"Versions: {versions or 'versions unknown'}.", "")
-            found = [r for r in h.regressions if r.machine == machine]
-            if found:
-                self.add(md_table([[r.benchmark, r.params or "-", r.last_good.short, r.first_bad.short,
-                                    _num(r.before, 6), _num(r.after, 6), f"{r.change:+.1%}"] for r in found],
-                                  ["benchmark", "params", "last good", "first bad", "before", "after", "change"]), "")
-            else:
-                self.add("No regression.", "")
-            shown = commits[-HISTORY_COLUMNS:]
-            for name in h.benchmarks(machine):
-                series = h.of(machine, name)
-                slug = f"{machine}-{name}".replace("/", "_")
-                self.image(historyplot.benchmark(h, machine, name, self.out / f"history-{slug}.png"),
-                           f"{name} on {machine} across commits")
-                body = [[s.params or "-", *(_num(v, 6) for v in s.values[-HISTORY_COLUMNS:])] for s in series]
-                self.add(f"<details><summary>{name} ({series[0].unit or 'no unit'}), {len(series)} parameter "
-                         f"set(s)</summary>", "", md_table(body, ["params", *(c.short for c in shown)]), "",
-                         "</details>", "")
+        """asv results as history (nccl_bench.report.history judges, historysection writes)."""
+        from nccl_bench.report import history, historysection, readers
+        self.history = history.build(results, readers.asv_units(self.mine, results))
+        historysection.write(self, self.history, md_table, _num)
 
     def section_doctor(self, results) -> None:
         self._generic("Preflight health (doctor)", results)

@@ -1,5 +1,6 @@
 """History figures: one PNG per asv benchmark and machine, one line per parameter set across commits,
-the regressions step detection found shaded between their last good and first bad commit.
+each named regression (nccl_bench.report.history) shaded between its last good and first bad commit and
+labelled with its change; labels are moved apart until none overlaps another.
 
 A benchmark with many parameter sets (bandwidth: collective x algo x init x size) is split into
 panels by its first parameter, so that no panel holds more lines than a reader can follow.
@@ -37,7 +38,7 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
     fig, axes = figure(rows, cols, figsize=(5.2 * cols + 1.5, 3.4 * rows + 0.8), squeeze=False)
     bad = {(r.params, r.first_bad.sha): r for r in history.regressions if r.machine == machine and r.benchmark == name}
     x_of = {c.sha: i for i, c in enumerate(commits)}
-    unit = None
+    unit, labels = None, []
     for ax, (panel, series) in zip(axes.flat, panels.items()):
         shaded = set()
         for k, s in enumerate(series):
@@ -52,8 +53,9 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
                     if span not in shaded:  # one shade per commit range, however many lines step there
                         shaded.add(span)
                         ax.axvspan(*span, color="#D55E00", alpha=0.15, lw=0)
-                    ax.annotate(f"{r.change:+.0%}", (x_of[sha], r.after), color="#D55E00", fontsize=7,
-                                xytext=(3, 3), textcoords="offset points")
+                    labels.append(ax.annotate(f"{r.change:+.0%}", (x_of[sha], r.after), color="#D55E00",
+                                              fontsize=7, xytext=(3, 3), textcoords="offset points",
+                                              arrowprops={"arrowstyle": "-", "color": "#D55E00", "lw": 0.5}))
         values = [v for s in series for v in s.values if v]
         if values and max(values) / min(values) > 20:
             ax.set_yscale("log")
@@ -65,11 +67,30 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
         ax.legend(fontsize=6 if len(series) > 6 else 7, ncol=2 if len(series) > 10 else 1, loc="best")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    versions = "; ".join(dict.fromkeys(_versions(c.versions) for c in commits if c.versions)) or "versions unknown"
-    fig.suptitle(f"{name} on {machine}: commits oldest to newest\n{versions}", fontsize=10)
+    stamp = "; ".join(dict.fromkeys(versions(c.versions) for c in commits if c.versions)) or "versions unknown"
+    fig.suptitle(f"{name} on {machine}: commits oldest to newest\n{stamp}", fontsize=10)
     fig.tight_layout()
+    apart(fig, labels)
     return save(fig, path)
 
 
-def _versions(v: dict) -> str:
+LABEL_STEP = 9  # points a label moves up while it overlaps one placed before it
+
+
+def apart(fig, labels) -> None:
+    """Moves each label up, in steps, until its box overlaps no label placed before it."""
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for text in sorted(labels, key=lambda t: (t.xy[1], t.xy[0])):
+        box = text.get_window_extent(renderer)
+        for _ in range(100):
+            if not any(box.overlaps(b) for b in placed):
+                break
+            x, y = text.xyann
+            text.xyann = (x, y + LABEL_STEP)
+            box = text.get_window_extent(renderer)
+        placed.append(box)
+
+
+def versions(v: dict) -> str:
     return ", ".join(f"{k} {v[k]}" for k in ("torch", "nccl", "driver") if v.get(k)) or "python " + str(v.get("python"))

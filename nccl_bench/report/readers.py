@@ -19,6 +19,8 @@ from nccl_bench.core.results import SCHEMA_VERSION
 
 JOURNAL_SCHEMA = "nccl_bench.stress.journal/1"  # stress/journal.py's SCHEMA
 ASV_RESULTS_VERSION = 2  # asv.results.Results.api_version
+# asv's statistics of a benchmark's samples (asv_runner.statistics.compute_stats) -> our row's keys
+STATS = {"stats_ci_99_a": "ci_lo", "stats_ci_99_b": "ci_hi", "stats_q_25": "q25", "stats_q_75": "q75"}
 # kind -> fields every row must have (dotted names look inside a nested dict)
 ROW_FIELDS = {
     "bench": ("collective", "size", "out_of_place.time", "out_of_place.bus_bw", "in_place.time", "in_place.bus_bw"),
@@ -281,8 +283,7 @@ def _asv(path: Path, given: str, doc: dict) -> Result:
     columns = doc["result_columns"]
     if not isinstance(columns, list) or "result" not in columns or not isinstance(doc["results"], dict):
         raise UsageError(f"{given}: asv results without 'result' columns")
-    at = {name: columns.index(name) for name in ("result", "params", "stats_q_25", "stats_q_75")
-          if name in columns}
+    at = {name: columns.index(name) for name in ("result", "params", *STATS) if name in columns}
     rows = []
     for bench, values in sorted(doc["results"].items()):
         cell = lambda key: values[at[key]] if key in at and at[key] < len(values) else None  # noqa: E731
@@ -291,11 +292,10 @@ def _asv(path: Path, given: str, doc: dict) -> Result:
             continue  # asv keeps a benchmark that never produced a number as None
         names = [[str(x).strip("'\"") for x in choices] for choices in cell("params") or []]  # asv keeps repr()s
         combos = [", ".join(c) for c in product(*names)] if names else [""]
-        q25, q75 = cell("stats_q_25") or [], cell("stats_q_75") or []
+        stats = {key: cell(column) or [] for column, key in STATS.items()}
         for i, value in enumerate(results if isinstance(results, list) else [results]):
-            rows.append({"benchmark": bench, "params": combos[i] if i < len(combos) else "?",
-                         "value": _number(value), "q25": _number(q25[i] if i < len(q25) else None),
-                         "q75": _number(q75[i] if i < len(q75) else None)})
+            rows.append({"benchmark": bench, "params": combos[i] if i < len(combos) else "?", "value": _number(value),
+                         **{key: _number(got[i] if i < len(got) else None) for key, got in stats.items()}})
     params = doc.get("params") or {}
     stamped = doc.get("nccl_bench_versions") or {}  # asvsuite.stamp_versions: what the run measured
     meta = {"machine": params.get("machine"), "commit": doc.get("commit_hash"), "env": doc.get("env_name"),
