@@ -71,6 +71,25 @@ def report(results: Path, out: Path) -> subprocess.CompletedProcess:
                            "--fail-on-regression"], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+def spreads(results: Path) -> list[tuple[str, float, int]]:
+    """(series, max / min - 1 over the commits, commits) for every series with a number at 2+ commits:
+    between runs of identical code, the benchmark's own spread."""
+    from itertools import product
+    values: dict[str, list[float]] = {}
+    for path in sorted((results / "cpu").glob("*-*.json")):
+        if path.name == "machine.json":
+            continue
+        doc = json.loads(path.read_text())
+        col, par = doc["result_columns"].index("result"), doc["result_columns"].index("params")
+        for bench, row in doc["results"].items():
+            got = row[col] if isinstance(row[col], list) else [row[col]]
+            combos = [", ".join(str(x).strip("'\"") for x in c) for c in product(*row[par])] if row[par] else [""]
+            for combo, v in zip(combos, got):
+                if isinstance(v, (int, float)) and v == v and v > 0:
+                    values.setdefault(f"{bench} [{combo}]", []).append(v)
+    return [(k, max(v) / min(v) - 1, len(v)) for k, v in sorted(values.items()) if len(v) > 1]
+
+
 def chain(work: Path, kinds: list[str], benches: list[str]) -> tuple[list[str], Path]:
     """Clone, then commit and measure each of `kinds`; returns the shas and the results folder."""
     clone, results = clone_of(REPO, work / "clone"), work / "asv" / "results"
@@ -95,6 +114,7 @@ def main() -> int:
     kinds = ["comment", "comment", "comment" if a.no_plant else "plant", "comment", "comment", "comment"]
     shas, results = chain(work, kinds, a.bench)
     print("commits: " + " ".join(f"{s[:8]} ({k})" for s, k in zip(shas, kinds)))
+    print("spread between commits (max / min - 1): " + "; ".join(f"{k} {v:.1%}" for k, v, _ in spreads(results)))
     for attempt in (1, 2):
         proc = report(results, work / f"report{attempt}")
         print(f"report {attempt}: exit {proc.returncode}")

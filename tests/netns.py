@@ -1,6 +1,8 @@
-"""Nodes on one machine (issue 32): each a network namespace with its own hostname and address, all
+"""Nodes on one machine (issues 32, 51): each a network namespace with its own hostname and address, all
 joined by a bridge in a namespace of their own, so that no address or link ever exists outside the
-namespaces made here.
+namespaces made here. The same fixture serves the CPU tests and the GPU scripts (tests/gpu/nodes.sh):
+a node's processes get its GPUs through CUDA_VISIBLE_DEVICES, and NCCL between nodes takes its socket
+transport on the node's `eth0`.
 
     with Nodes(2) as nodes:
         p = nodes.start(0, [sys.executable, "-m", "stress", ...])   # hostname node0, 198.18.0.1
@@ -8,10 +10,14 @@ namespaces made here.
         nodes.cut(1); nodes.mend(1)                                 # its link down, then up
     # every process inside is killed, the namespaces (and with them the links) deleted
 
-Each node resolves every node's name (a hosts file under /etc/netns/, which `ip netns exec` mounts
-over /etc/hosts), as a cluster's DNS would. Addresses come from 198.18.0.0/15, reserved for network benchmark tests (RFC 2544). Names start
-with NAME_PREFIX and the creating pid: a namespace left by a test that was killed outright is
-removed by the next Nodes() (its pid is gone). Needs root and iproute2 (`why_not()` says why not).
+Two ways to make them, the same namespaces either way: iproute2 (`ip`, `tc`) where it is installed, else
+pyroute2 (netlink from Python; the GPU machine has no iproute2). NETNS_BACKEND_ENV picks one. A process
+enters its node with `nsenter` into the namespace, then `unshare --uts --mount`: its own hostname, and
+the nodes' hosts file (under /etc/netns/) mounted over /etc/hosts, as `ip netns exec` does, so every
+node resolves every node's name, as a cluster's DNS would. Addresses come from 198.18.0.0/15, reserved
+for network benchmark tests (RFC 2544). Names start with NAME_PREFIX and the creating pid: a namespace
+left by a test that was killed outright is removed by the next Nodes() (its pid is gone). Needs root
+(`why_not()` says why not).
 """
 from __future__ import annotations
 
@@ -24,22 +30,9 @@ import time
 NAME_PREFIX = "nbt"
 SUBNET = "198.18.0"  # node i is SUBNET.(i + 1)/24
 _CMD_S = 10  # every ip/tc call is bounded
-ETC = "/etc/netns"  # `ip netns exec NS` bind-mounts ETC/NS/hosts over /etc/hosts: the nodes' names resolve
-
-
-def why_not() -> str | None:
-    """None when namespaces can be made here, else the reason (for pytest.skip)."""
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "unshare"):
-        if not shutil.which(tool):
-            return f"no `{tool}` here (iproute2, util-linux)"
-    probe = f"{NAME_PREFIX}{os.getpid()}probe"
-    r = _ip("netns", "add", probe, check=False)
-    if r.returncode != 0:
-        return f"`ip netns add` failed: {r.stderr.strip()[:200]}"
-    _ip("netns", "del", probe, check=False)
-    return None
+ETC = "/etc/netns"  # ETC/NS/hosts is mounted over /etc/hosts inside node NS: the nodes' names resolve
+RUN = "/run/netns"  # where both ways keep a namespace's handle
+NETNS_BACKEND_ENV = "NCCL_BENCH_NETNS"  # "iproute2" or "pyroute2"; default: iproute2 where installed
 
 
 def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
@@ -49,13 +42,149 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
     return r
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return _run(["ip", *args], check)
+class IpRoute2:
+    """Namespaces, links and qdiscs through `ip` and `tc`."""
+    name = "iproute2"
+
+    @staticmethod
+    def missing() -> str | None:
+        return next((f"no `{t}` here (iproute2)" for t in ("ip", "tc") if not shutil.which(t)), None)
+
+    def add_ns(self, ns: str) -> None:
+        _run(["ip", "netns", "add", ns])
+
+    def del_ns(self, ns: str) -> None:
+        _run(["ip", "netns", "del", ns], check=False)
+
+    def bridge(self, ns: str, name: str) -> None:
+        _run(["ip", "-n", ns, "link", "add", name, "type", "bridge"])
+        _run(["ip", "-n", ns, "link", "set", name, "up"])
+
+    def veth(self, ns: str, name: str, peer_ns: str, peer: str, master: str) -> None:
+        # both ends made inside their namespaces: nothing appears in the host's
+        _run(["ip", "link", "add", name, "netns", ns, "type", "veth", "peer", "name", peer, "netns", peer_ns])
+        _run(["ip", "-n", ns, "link", "set", name, "master", master, "up"])
+
+    def address(self, ns: str, dev: str, addr: str, prefix: int) -> None:
+        _run(["ip", "-n", ns, "addr", "add", f"{addr}/{prefix}", "dev", dev])
+        _run(["ip", "-n", ns, "link", "set", dev, "up"])
+        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+    def state(self, ns: str, dev: str, up: bool) -> None:
+        _run(["ip", "-n", ns, "link", "set", dev, "up" if up else "down"])
+
+    def tbf(self, ns: str, dev: str, rate: str) -> None:
+        _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "32kbit",
+              "latency", "400ms"])
+
+
+class PyRoute2:
+    """The same through pyroute2's netlink sockets, for machines without iproute2."""
+    name = "pyroute2"
+
+    @staticmethod
+    def missing() -> str | None:
+        try:
+            import pyroute2  # noqa: F401
+        except ImportError:
+            return "no iproute2 and no pyroute2 here (pip install pyroute2)"
+        return None
+
+    def add_ns(self, ns: str) -> None:
+        from pyroute2 import netns
+        netns.create(ns)
+
+    def del_ns(self, ns: str) -> None:
+        from pyroute2 import netns
+        try:
+            netns.remove(ns)
+        except OSError:
+            pass  # gone already
+
+    def _in(self, ns: str):
+        from pyroute2 import NetNS
+        return NetNS(ns)
+
+    def bridge(self, ns: str, name: str) -> None:
+        with self._in(ns) as ipr:
+            ipr.link("add", ifname=name, kind="bridge")
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
+
+    def veth(self, ns: str, name: str, peer_ns: str, peer: str, master: str) -> None:
+        with self._in(ns) as ipr:
+            ipr.link("add", ifname=name, kind="veth", peer={"ifname": peer, "net_ns_fd": peer_ns})
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], master=ipr.link_lookup(ifname=master)[0],
+                     state="up")
+
+    def address(self, ns: str, dev: str, addr: str, prefix: int) -> None:
+        with self._in(ns) as ipr:
+            idx = ipr.link_lookup(ifname=dev)[0]
+            ipr.addr("add", index=idx, address=addr, prefixlen=prefix)
+            ipr.link("set", index=idx, state="up")
+            ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+
+    def state(self, ns: str, dev: str, up: bool) -> None:
+        with self._in(ns) as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname=dev)[0], state="up" if up else "down")
+
+    def tbf(self, ns: str, dev: str, rate: str) -> None:
+        with self._in(ns) as ipr:
+            idx = ipr.link_lookup(ifname=dev)[0]
+            try:
+                ipr.tc("del", index=idx, root=True)
+            except Exception:  # pyroute2's NetlinkError: no qdisc of ours there yet
+                pass
+            ipr.tc("add", "tbf", index=idx, handle="1:", root=True, rate=rate, burst=4096, latency="400ms")
+
+
+def backend():
+    """The way this machine makes namespaces: NETNS_BACKEND_ENV, else iproute2 where installed, else pyroute2."""
+    chosen = os.environ.get(NETNS_BACKEND_ENV, "")
+    if chosen:
+        return {"iproute2": IpRoute2, "pyroute2": PyRoute2}[chosen]()
+    return IpRoute2() if IpRoute2.missing() is None else PyRoute2()
+
+
+def why_not() -> str | None:
+    """None when namespaces can be made here, else the reason (for pytest.skip)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("unshare", "nsenter", "mount"):
+        if not shutil.which(tool):
+            return f"no `{tool}` here (util-linux)"
+    b = backend()
+    if (why := b.missing()):
+        return why
+    probe = f"{NAME_PREFIX}{os.getpid()}probe"
+    try:
+        b.add_ns(probe)
+    except Exception as e:  # RuntimeError from ip, OSError or NetlinkError from pyroute2: say it
+        return f"making a network namespace failed ({b.name}): {str(e)[:200]}"
+    b.del_ns(probe)
+    return None
 
 
 def _ours() -> list[str]:
-    out = _ip("netns", "list", check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(NAME_PREFIX)]
+    try:
+        return sorted(n for n in os.listdir(RUN) if n.startswith(NAME_PREFIX))
+    except OSError:
+        return []
+
+
+def _pids_in(ns: str) -> list[int]:
+    """Processes whose network namespace is `ns` (what `ip netns pids` does)."""
+    try:
+        target = os.stat(f"{RUN}/{ns}").st_ino
+    except OSError:
+        return []
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}/ns/net").st_ino == target and int(pid) != os.getpid():
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
 
 
 def sweep_stale() -> None:
@@ -69,7 +198,7 @@ def sweep_stale() -> None:
 def _empty(ns: str) -> None:
     """Kill every process inside `ns`, wait for them, delete it."""
     for _ in range(50):
-        pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+        pids = _pids_in(ns)
         if not pids:
             break
         for p in pids:
@@ -78,7 +207,7 @@ def _empty(ns: str) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.1)
-    _ip("netns", "del", ns, check=False)
+    backend().del_ns(ns)
     shutil.rmtree(f"{ETC}/{ns}", ignore_errors=True)
 
 
@@ -94,6 +223,7 @@ class Nodes:
         self.switch = f"{tag}sw"
         self.ns = [f"{tag}n{i}" for i in range(n)]
         self.procs: list[subprocess.Popen] = []
+        self.way = backend()
 
     def addr(self, i: int) -> str:
         return f"{SUBNET}.{i + 1}"
@@ -103,21 +233,16 @@ class Nodes:
 
     def __enter__(self) -> "Nodes":
         try:
-            _ip("netns", "add", self.switch)
-            _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-            _ip("-n", self.switch, "link", "set", "br0", "up")
+            self.way.add_ns(self.switch)
+            self.way.bridge(self.switch, "br0")
             hosts = "127.0.0.1 localhost\n" + "".join(f"{self.addr(k)} {self.host(k)}\n" for k in range(self.n))
             for i, ns in enumerate(self.ns):
-                _ip("netns", "add", ns)
+                self.way.add_ns(ns)
                 os.makedirs(f"{ETC}/{ns}", exist_ok=True)
                 with open(f"{ETC}/{ns}/hosts", "w") as f:
                     f.write(hosts)
-                # both ends made inside their namespaces: nothing appears in the host's
-                _ip("link", "add", f"p{i}", "netns", self.switch, "type", "veth", "peer", "name", "eth0", "netns", ns)
-                _ip("-n", self.switch, "link", "set", f"p{i}", "master", "br0", "up")
-                _ip("-n", ns, "addr", "add", f"{self.addr(i)}/24", "dev", "eth0")
-                _ip("-n", ns, "link", "set", "eth0", "up")
-                _ip("-n", ns, "link", "set", "lo", "up")
+                self.way.veth(self.switch, f"p{i}", ns, "eth0", "br0")
+                self.way.address(ns, "eth0", self.addr(i), 24)
         except BaseException:
             self.close()
             raise
@@ -128,24 +253,26 @@ class Nodes:
 
     def start(self, i: int, argv: list[str], env: dict | None = None, cwd: str | None = None,
               **popen) -> subprocess.Popen:
-        """`argv` inside node i, with its hostname (a UTS namespace of its own), in a session of its own."""
-        wrapped = ["ip", "netns", "exec", self.ns[i], "unshare", "--uts", "sh", "-c",
-                   f'hostname {self.host(i)} && exec "$@"', "sh", *argv]
+        """`argv` inside node i, with its hostname and hosts file (UTS and mount namespaces of its own), in a
+        session of its own."""
+        ns = self.ns[i]
+        inside = f'mount --bind {ETC}/{ns}/hosts /etc/hosts && hostname {self.host(i)} && exec "$@"'
+        wrapped = ["nsenter", f"--net={RUN}/{ns}", "unshare", "--uts", "--mount", "--propagation", "private",
+                   "sh", "-c", inside, "sh", *argv]
         p = subprocess.Popen(wrapped, env=env, cwd=cwd, start_new_session=True, **popen)
         self.procs.append(p)
         return p
 
     def shape(self, i: int, rate: str) -> None:
         """Node i's link limited to `rate` (tc tbf; netem is not in every kernel)."""
-        _run(["tc", "-n", self.ns[i], "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate,
-              "burst", "32kbit", "latency", "400ms"])
+        self.way.tbf(self.ns[i], "eth0", rate)
 
     def cut(self, i: int) -> None:
         """Node i drops off the network: its end of the link goes down (on the switch's side too)."""
-        _ip("-n", self.switch, "link", "set", f"p{i}", "down")
+        self.way.state(self.switch, f"p{i}", up=False)
 
     def mend(self, i: int) -> None:
-        _ip("-n", self.switch, "link", "set", f"p{i}", "up")
+        self.way.state(self.switch, f"p{i}", up=True)
 
     def close(self) -> None:
         """Kill what was started (its whole session), then everything inside the namespaces; delete them."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 
 import pytest
 
-from helpers import one_line_error, run
+from helpers import REPO, one_line_error, run
 from nccl_bench.locate.pairs import tournament
 from nccl_bench.locate.halves import halves
 
@@ -117,3 +118,52 @@ def test_a_slow_node_link_is_named_as_the_link_not_its_gpus(nnodes):
         assert "its pairs inside the node are not slow" in found[0]["evidence"]
     else:  # two nodes: the path, and why not more
         assert found[0]["who"] == "the network path node1 -> node0" and "third node" in found[0]["evidence"][1]
+
+
+def _two_agents(tmp_path, hostids: list[str | None]):
+    """Two torchrun agents on this machine (one hostname), one rank each, c10d rendezvous on loopback;
+    agent i with NCCL_HOSTID=hostids[i] where given. Returns (exit code, stdout, stderr) per agent."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+    port, token, out = 29480 + os.getpid() % 400, uuid.uuid4().hex[:8], tmp_path / "locate.json"
+    procs = []
+    for i, hostid in enumerate(hostids):
+        env = {k: v for k, v in os.environ.items() if k != "NCCL_HOSTID"}
+        env.update(OMP_NUM_THREADS="1", **({"NCCL_HOSTID": hostid} if hostid else {}))
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", token,
+                "--max-restarts", "0", "-m", "nccl_bench", "locate", "--backend", "gloo", "--size", "64K",
+                "--iters", "3", "--no-picture", "--json", str(out)]
+        procs.append(subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, start_new_session=True))
+    got = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=120)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+        got.append((p.returncode, o, e))
+    return got, out
+
+
+def test_agents_on_one_machine_with_their_own_nccl_hostid_are_two_nodes(tmp_path):
+    """Issue 51: ranks are grouped as NCCL groups them (hostname and NCCL_HOSTID), not by hostname alone."""
+    got, out = _two_agents(tmp_path, ["a", "b"])
+    text = "".join(o + e for _, o, e in got)
+    assert "locate: 2 ranks on 2 node(s)" in text, text[-3000:]
+    assert all(code in (0, 1) for code, _, _ in got), text[-3000:]  # two ranks on a busy CPU: one way may lag
+    assert not [x for x in text.splitlines() if x.startswith("SUSPECT") and "same node" in x], text[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["class"] for r in rows} == {"network"}  # no NVLink (or other same-node) pair
+    assert {r["src_node"] for r in rows} == {f"{socket.gethostname()}:a", f"{socket.gethostname()}:b"}
+
+
+def test_agents_on_one_machine_without_hostid_are_one_nccl_host_and_the_launcher_is_quoted(tmp_path):
+    got, _ = _two_agents(tmp_path, [None, None])
+    text = "".join(o + e for _, o, e in got)
+    assert "locate: 2 ranks on 1 node(s)" in text, text[-3000:]
+    assert "the launcher says 2 node(s) (GROUP_RANK=0, GROUP_RANK=1), NCCL sees 1 host(s)" in text, text[-3000:]

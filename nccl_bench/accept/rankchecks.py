@@ -2,11 +2,10 @@
 and, on local rank 0, its node (host.py, xid.py). Each check returns a Check (check.py)."""
 from __future__ import annotations
 
-import socket
-
 from nccl_bench.accept.check import Check
 from nccl_bench.accept.gpuchecks import gpu_checks
 from nccl_bench.accept.hostchecks import check_env, check_torch_keys, host_checks
+from nccl_bench.core.launch import node_name
 
 
 def rank_checks(rank: int, local_rank: int, world_size: int, xid_window: float = 1.0) -> list[Check]:
@@ -15,7 +14,7 @@ def rank_checks(rank: int, local_rank: int, world_size: int, xid_window: float =
     checks += [check_env(), check_torch_keys(world_size)]
     if local_rank == 0:
         checks += host_checks()
-    host = socket.gethostname()
+    host = node_name()
     for c in checks:
         c.rank, c.host = rank, host
     return checks

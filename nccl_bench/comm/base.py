@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from abc import ABC, abstractmethod
 from typing import Callable
 
@@ -21,6 +20,7 @@ import torch
 from nccl_bench.comm.plan import InitPlan, InitTimings  # noqa: F401 (backends import InitPlan from here)
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import UsageError
+from nccl_bench.core.launch import node_name
 
 EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (bench's default -T)
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
@@ -47,7 +47,7 @@ class Communicator(ABC):
     def __init__(self) -> None:
         self.rank = -1
         self.nranks = 0
-        self.host = socket.gethostname()
+        self.host = node_name()
         self.device = torch.device("cpu")
         self.timings = InitTimings()
         self.ids_used = None  # bootstrap.IdExchange of the last init, when this side exchanged

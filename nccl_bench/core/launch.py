@@ -22,7 +22,7 @@ class Identity:
     master_addr: str
     master_port: int
     launcher: str  # torchrun | slurm | mpi
-    host: str
+    host: str  # this rank's node as NCCL tells nodes apart: node_name()
     run_id: str = "local"
     restart: int = 0
     agent_store: bool = False  # the launcher hosts a store at master_addr:master_port
@@ -56,10 +56,32 @@ def first_host(nodelist: str) -> str:
     return prefix + ranges.split(",")[0].split("-")[0]
 
 
+HOSTID_ENV = "NCCL_HOSTID"  # NCCL's own override of its host identity: ranks with different ids are other hosts
+
+
+def node_name(env=None) -> str:
+    """This process's node as NCCL tells nodes apart: the hostname, and NCCL_HOSTID where it is set
+    ('gpu7:a'): two agents on one machine with their own NCCL_HOSTID talk over NCCL's network
+    transport, as two nodes do."""
+    env = os.environ if env is None else env
+    host, hostid = socket.gethostname(), env.get(HOSTID_ENV, "").strip()
+    return f"{host}:{hostid}" if hostid else host
+
+
+def launcher_node(env=None) -> str | None:
+    """Which node the launcher says this process is on (torchrun's GROUP_RANK, Slurm's SLURM_NODEID),
+    or None where it does not say."""
+    env = os.environ if env is None else env
+    for name in ("GROUP_RANK", "SLURM_NODEID"):
+        if env.get(name, "").strip():
+            return f"{name}={env[name].strip()}"
+    return None
+
+
 def detect(env=None) -> Identity | None:
     """The launcher's view of this process, or None when no launcher started it."""
     env = os.environ if env is None else env
-    host = socket.gethostname()
+    host = node_name(env)
     if "RANK" in env and "WORLD_SIZE" in env:  # torchrun, our self-launch, or plain env://
         return Identity(
             rank=_int(env, "RANK"), world_size=_int(env, "WORLD_SIZE"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import platform
 import re
-import socket
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -238,11 +237,11 @@ def versions(g: dict | None = None) -> dict:
 
 def collect(backend: str | None = None, hosts: list[str] | None = None) -> dict:
     """The metadata block of every result file."""
-    from nccl_bench.core.launch import describe
+    from nccl_bench.core.launch import describe, node_name
     g = gpus()
     return {
         "versions": versions(g),
         "gpus": g["devices"], "links": g["links"], "machine": machine_name(),
-        "hosts": hosts or [socket.gethostname()], "backend": backend,
+        "hosts": hosts or [node_name()], "backend": backend,
         "launcher": describe(), "git_sha": git_sha(), "env": environment_knobs(),
     }

@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass, field
 
 from nccl_bench.comm import InitPlan
 from nccl_bench.core import results, sysinfo
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.launch import launcher_node
 from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
 from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.locate import suspects as S
@@ -114,12 +114,19 @@ def worker(o: LocateOptions):
 
 
 def where(job: Job) -> tuple[list[str], list[int]]:
-    """Every rank's node name and local rank, on every rank."""
+    """Every rank's node (as NCCL tells nodes apart: hostname, and NCCL_HOSTID where set) and local rank,
+    on every rank. Where the launcher groups the ranks otherwise (two torchrun agents on one machine
+    without their own NCCL_HOSTID), NCCL's grouping stands, since it decides the transport: said once."""
     n = job.nranks
-    real = job.store.all_gather_obj("locate/hosts", [socket.gethostname(), job.ident.local_rank])
-    nodes, local = S.node_names(n, [h for h, _ in real]), [lr for _, lr in real]
+    real = job.store.all_gather_obj("locate/hosts", [job.ident.host, job.ident.local_rank, launcher_node()])
+    nodes, local = S.node_names(n, [h for h, _, _ in real]), [lr for _, lr, _ in real]
     if S.FAKE_NODES_ENV in os.environ:
         local = [sum(1 for q in range(r) if nodes[q] == nodes[r]) for r in range(n)]
+    said = {ln for _, _, ln in real if ln is not None}
+    if job.rank == 0 and len(said) > len(set(nodes)):
+        print(f"locate: the launcher says {len(said)} node(s) ({', '.join(sorted(said))}), NCCL sees "
+              f"{len(set(nodes))} host(s) ({', '.join(sorted(set(nodes)))}): pairs are classed by NCCL's hosts; "
+              f"set NCCL_HOSTID per node to make them apart")
     return nodes, local
 
 

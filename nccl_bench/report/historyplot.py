@@ -40,7 +40,7 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
     x_of = {c.sha: i for i, c in enumerate(commits)}
     unit, labels = None, []
     for ax, (panel, series) in zip(axes.flat, panels.items()):
-        shaded = set()
+        shaded, steps = set(), {}  # steps: commit -> (highest level after, changes) of the lines stepping there
         for k, s in enumerate(series):
             unit = unit or s.unit
             xs = [i for i, v in enumerate(s.values) if v is not None]
@@ -53,9 +53,13 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
                     if span not in shaded:  # one shade per commit range, however many lines step there
                         shaded.add(span)
                         ax.axvspan(*span, color="#D55E00", alpha=0.15, lw=0)
-                    labels.append(ax.annotate(f"{r.change:+.0%}", (x_of[sha], r.after), color="#D55E00",
-                                              fontsize=7, xytext=(3, 3), textcoords="offset points",
-                                              arrowprops={"arrowstyle": "-", "color": "#D55E00", "lw": 0.5}))
+                    top, changes = steps.get(x_of[sha], (r.after, []))
+                    steps[x_of[sha]] = (max(top, r.after), changes + [r.change])
+        for x, (top, changes) in sorted(steps.items()):  # one label per commit and panel
+            lo, hi = min(changes), max(changes)
+            text = f"{lo:+.0%}" if f"{lo:+.0%}" == f"{hi:+.0%}" else f"{lo:+.0%}..{hi:+.0%}"
+            labels.append(ax.annotate(text + (f" ({len(changes)})" if len(changes) > 1 else ""), (x, top),
+                                      color="#D55E00", fontsize=7, xytext=(3, 3), textcoords="offset points"))
         values = [v for s in series for v in s.values if v]
         if values and max(values) / min(values) > 20:
             ax.set_yscale("log")
@@ -74,22 +78,25 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
     return save(fig, path)
 
 
-LABEL_STEP = 9  # points a label moves up while it overlaps one placed before it
+LABEL_STEP = 9  # points a label moves while it overlaps one placed before it
 
 
 def apart(fig, labels) -> None:
-    """Moves each label up, in steps, until its box overlaps no label placed before it."""
+    """Moves each label, in steps, up and then down, until its text overlaps no label placed before it."""
+    from matplotlib.text import Text
     renderer = fig.canvas.get_renderer()
     placed = []
+
+    def box(t):
+        return Text.get_window_extent(t, renderer)  # the text alone
+
     for text in sorted(labels, key=lambda t: (t.xy[1], t.xy[0])):
-        box = text.get_window_extent(renderer)
-        for _ in range(100):
-            if not any(box.overlaps(b) for b in placed):
+        x, y0 = text.xyann
+        for k in range(1, 40):
+            if not any(box(text).overlaps(b) for b in placed):
                 break
-            x, y = text.xyann
-            text.xyann = (x, y + LABEL_STEP)
-            box = text.get_window_extent(renderer)
-        placed.append(box)
+            text.xyann = (x, y0 + LABEL_STEP * (k + 1) // 2 * (1 if k % 2 else -1))
+        placed.append(box(text))
 
 
 def versions(v: dict) -> str:
