@@ -113,9 +113,11 @@ def judged(values, unit="seconds", intervals=None):
 
 def test_a_series_that_swings_between_runs_names_nothing_and_says_it_is_too_noisy():
     # gloo's bandwidth on a 2-core machine, identical code (issue 53): 2-10 x between runs
-    found, noisy, _ = judged([3.1e-5, 1.1e-4, 2.9e-5, 2.2e-4, 4.0e-5, 9.0e-5])
-    assert not found and noisy is not None and "noisy" not in noisy.why  # the reason, not the label
-    assert "level of its own" in noisy.why or "spread" in noisy.why or "differ by" in noisy.why
+    values = [3.1e-5, 1.1e-4, 2.9e-5, 2.2e-4, 4.0e-5, 9.0e-5]
+    found, noisy, _ = judged(values, intervals=[(0.95 * v, 1.05 * v) for v in values])  # asv's, with samples
+    assert not found and noisy is not None and "within twice its runs' spread" in noisy.why, noisy
+    found, noisy, _ = judged(values)  # results from before the samples: single values
+    assert not found and "a single run either side without asv's interval" in noisy.why
 
 
 def test_a_step_far_beyond_its_noise_is_named_and_one_within_it_is_not():
@@ -172,23 +174,14 @@ def test_labels_of_steps_at_one_commit_do_not_overlap():
 
 
 def test_a_real_chain_of_commits_names_the_planted_slowdown_and_nothing_else(tmp_path):
-    """Issue 53 in CI time: four real commits in a clone (comment, comment, a 30 ms sleep planted in the
-    gloo create, comment), `asv run` of the churn on each; the report over the first two names nothing,
-    over all four it names the churn at the planted commit and nothing else."""
+    """Issue 53 in CI time: three real commits in a clone (a comment, a 30 ms sleep planted in the gloo
+    create, a comment), `asv run` of the churn on each; the report names the churn at the planted commit
+    and nothing else. (Nothing named between identical code: results/cpu/history, 6 commits.)"""
     import asvchain
-    shas, results = asvchain.chain(tmp_path, ["comment", "comment", "plant", "comment"], ["ScopedChurn"])
-    first_two = tmp_path / "two" / "cpu"
-    first_two.mkdir(parents=True)
-    (first_two / "machine.json").write_bytes((results / "cpu" / "machine.json").read_bytes())
-    for sha in shas[:2]:
-        for f in (results / "cpu").glob(f"{sha[:8]}-*.json"):
-            (first_two / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "two" / "benchmarks.json").write_bytes((results / "benchmarks.json").read_bytes())
-    two = report(str(first_two), "--out", str(tmp_path / "r2"), "--fail-on-regression")
-    assert two.returncode == 0 and not regression_lines(two.stdout), two.stdout + two.stderr
-    proc = asvchain.report(results, tmp_path / "r4")
+    shas, results = asvchain.chain(tmp_path, ["comment", "plant", "comment"], ["ScopedChurn"])
+    proc = asvchain.report(results, tmp_path / "r3")
     lines = regression_lines(proc.stdout)
     assert proc.returncode == 1 and lines, proc.stdout + proc.stderr
-    assert all("ScopedChurn" in line and f"between {shas[1][:8]} and {shas[2][:8]}" in line for line in lines), lines
+    assert all(f"between {shas[0][:8]} and {shas[1][:8]}" in line for line in lines), lines
     assert {line.split(" [")[0] for line in lines} == {"regression: stress.ScopedChurn.track_rounds_per_s",
                                                       "regression: stress.ScopedChurn.track_seconds_per_round"}

@@ -12,8 +12,11 @@ code and missed a 20 % step). The step from one level to the next is a regressio
   is still worse than the level before it by more than THRESHOLD;
 - the two levels (before: the level right before the step; after: the level right after) differ by
   more than THRESHOLD;
-- and by more than the series' own run-to-run spread: the largest change between neighbouring commits
-  on one level, up to WINDOW commits either side of the step (what identical code does between runs);
+- and by more than twice the series' own run-to-run spread (on a log scale: 1 + change > (1 + spread)^2),
+  the spread being the largest change between neighbouring commits on one level, up to WINDOW commits
+  either side of the step (what identical code does between runs); where each side is a single run with
+  asv's interval, the largest change between any neighbours in that window but the step itself (without
+  intervals, results from before the benchmarks gave samples: too noisy to judge);
 - the runs either side do not overlap: every interval before lies below every interval after (WINDOW
   commits either side).
 
@@ -188,6 +191,11 @@ def _neighbour_changes(y: list[float], levels: list[_Level], lo: int = 0, hi: in
     return [abs(y[k + 1] / y[k] - 1) for lv in levels for k in range(max(lv.start, lo), min(lv.end, hi) - 1)]
 
 
+def _stands_out(change: float, spread: float | None) -> bool:
+    """The step is more than twice the spread, on a log scale (noise between runs multiplies)."""
+    return math.log1p(change) > 2 * math.log1p(spread or 0.0)
+
+
 def judge(s: Series, commits: list[Commit], threshold: float = THRESHOLD) -> tuple[list[Regression], Noisy | None]:
     """The regressions this series names, and why it is too noisy to judge where it is."""
     pts = _worse_up(s)[-JUDGED:]
@@ -203,15 +211,24 @@ def judge(s: Series, commits: list[Commit], threshold: float = THRESHOLD) -> tup
             continue  # not worse enough, or no longer worse at the newest commit
         lo, hi = max(before.start, before.end - WINDOW), min(after.end, after.start + WINDOW)
         changes = _neighbour_changes(y, levels, lo, hi)
+        measured = all(pts[k][0] < len(s.intervals) and s.intervals[pts[k][0]] for k in (before.end - 1, after.start))
+        if not changes and measured:  # a run alone on each side: the other neighbours near the step tell the noise
+            changes = [abs(y[k + 1] / y[k] - 1) for k in range(max(0, after.start - WINDOW),
+                                                               min(len(y), after.start + WINDOW) - 1)
+                       if k + 1 != after.start]
         spread = max(changes) if changes else None
+        if spread is None and len(pts) > 2:
+            unsure.append(f"{change:+.0%} at {commits[pts[after.start][0]].short}: a single run either side"
+                          + ("" if measured else " without asv's interval"))
+            continue
         apart = max(pts[k][2][1] for k in range(lo, before.end)) < min(pts[k][2][0] for k in range(after.start, hi))
-        if apart and (spread is not None or len(pts) == 2) and change > (spread or 0):
+        if apart and (spread is not None or len(pts) == 2) and _stands_out(change, spread):
             found.append(Regression(s.machine, s.benchmark, s.params, commits[pts[before.end - 1][0]],
                                     commits[pts[after.start][0]], back(before.value), back(after.value), spread,
                                     change / max(spread if spread is not None else threshold, NOISE_FLOOR)))
         else:
-            why = ("every commit a level of its own" if spread is None and len(pts) > 2 else
-                   f"within its runs' spread ({spread:.0%})" if spread is not None and change <= spread else
+            why = (f"within twice its runs' spread ({spread:.0%})" if spread is not None and not
+                   _stands_out(change, spread) else
                    "the runs' intervals overlap")
             unsure.append(f"{change:+.0%} at {commits[pts[after.start][0]].short}: {why}")
     if unsure:

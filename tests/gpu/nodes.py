@@ -115,9 +115,9 @@ def part_locate(nodes, per: int, out: Path) -> None:
 
 
 def part_stress(nodes, per: int, out: Path, rounds: int) -> None:
-    for mode, n in (("stock", 10), ("scoped", rounds)):
+    for mode, n in (("stock", 6), ("scoped", rounds)):
         got = torchrun(nodes, per, ["-m", "stress", "--backend", "nccl", "--init", mode, "--rounds", str(n),
-                                    "--timeout", "10", "--journal", str(out / f"stress_{mode}.jsonl"),
+                                    "--timeout", "5", "--journal", str(out / f"stress_{mode}.jsonl"),
                                     "--summary-json", str(out / f"stress_{mode}.json")],
                        out / f"stress_{mode}.log", 240)
         print(f"stress {mode} {n} rounds: exit {[c for c, _ in got]}", flush=True)
