@@ -65,7 +65,7 @@ def node_name(env=None) -> str:
     transport, as two nodes do."""
     env = os.environ if env is None else env
     host, hostid = socket.gethostname(), env.get(HOSTID_ENV, "").strip()
-    return f"{host}:{hostid}" if hostid else host
+    return f"{host}:{hostid}" if hostid and hostid != host else host
 
 
 def launcher_node(env=None) -> str | None:
