@@ -51,3 +51,27 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in err, err
     assert len(err.splitlines()) == 1, err
     return err
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(script: Path, args: list[str], nranks: int, timeout: float = 120) -> None:
+    """`script ARGS` as `nranks` processes started as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT on
+    loopback); every one must exit 0. For the small jobs under tests/jobs/ that make real dumps."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-W", "ignore", str(script), *args], cwd=REPO,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(nranks), "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(nranks)]
+    try:
+        logs = [p.communicate(timeout=timeout)[0].decode() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert all(p.returncode == 0 for p in procs), logs

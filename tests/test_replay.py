@@ -6,41 +6,22 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO, one_line_error, run
+from helpers import REPO, one_line_error, run, run_ranks
 from nccl_bench.replay import traces
 
 JOB = REPO / "tests" / "jobs" / "frjob.py"
 RANKS = 4
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory) -> Path:
     """The Flight Recorder dumps of tests/jobs/frjob.py: four ranks on gloo, started as torchrun would."""
     out = tmp_path_factory.mktemp("fr")
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-W", "ignore", str(JOB), str(out)], cwd=REPO,
-                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(RANKS), "MASTER_ADDR": "127.0.0.1",
-                                   "MASTER_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(RANKS)]
-    try:
-        logs = [p.communicate(timeout=120)[0].decode() for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert all(p.returncode == 0 for p in procs), logs
+    run_ranks(JOB, [str(out)], RANKS)
     return out
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -14,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, one_line_error, run
-from test_replay import free_port
+from helpers import REPO, one_line_error, run, run_ranks
 
 JOB = REPO / "tests" / "jobs" / "callsjob.py"
 RANKS = 4
@@ -26,17 +24,7 @@ MEMORY_BOUND = 1 << 30  # the whole replay's peak, for any bad file
 def calls(tmp_path_factory) -> Path:
     """tests/jobs/callsjob.py's dumps and what each rank expects: four ranks on gloo, as torchrun starts them."""
     out = tmp_path_factory.mktemp("calls")
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-W", "ignore", str(JOB), str(out)], cwd=REPO,
-                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(RANKS), "MASTER_ADDR": "127.0.0.1",
-                                   "MASTER_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(RANKS)]
-    try:
-        logs = [p.communicate(timeout=120)[0].decode() for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert all(p.returncode == 0 for p in procs), logs
+    run_ranks(JOB, [str(out)], RANKS)
     return out
 
 

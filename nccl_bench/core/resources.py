@@ -26,6 +26,18 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _nvml = None  # pynvml once initialised, False when it cannot be
 
 
+def host_available() -> int | None:
+    """This host's MemAvailable (/proc/meminfo) in bytes, or None where it is not there (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass  # not Linux: the caller says what it does without
+    return None
+
+
 def _count(path: str) -> int | None:
     try:
         return len(os.listdir(path))

@@ -31,6 +31,7 @@ from tabulate import tabulate
 from nccl_bench.core import results, stats, sysinfo
 from nccl_bench.comm.bootstrap import MODES, check_mode, id_keys, num_roots, root_ranks
 from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
+from nccl_bench.core.resources import host_available
 
 ID_BYTES = 128  # sizeof(ncclUniqueId)
 READERS = 16  # reader client threads
@@ -64,7 +65,7 @@ class SimulateOptions:
         if not self.timeout > 0:
             raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
         at_least("--read-budget", self.read_budget, 1)
-        need, have = estimate_bytes(self), available_bytes()
+        need, have = estimate_bytes(self), host_available()
         if have is not None and need > have / 2:
             raise UsageError(f"--simulate-ranks {self.ranks} needs about {need / 2**30:.1f} GiB "
                              f"and this machine has {have / 2**30:.1f} GiB available: use fewer ranks "
@@ -87,15 +88,6 @@ def estimate_bytes(o: SimulateOptions) -> int:
     return o.ranks * per_rank + (READERS + 1) * roots * per_key_read + stored + 64 * 2**20
 
 
-def available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 # --- the store and its clients ------------------------------------------------------------------

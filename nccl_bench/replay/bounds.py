@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from nccl_bench.core.errors import UsageError
+from nccl_bench.core.resources import host_available
 from nccl_bench.replay.workload import Workload
 
 PROCESS_BYTES = 400 << 20  # a rank's own footprint besides its buffers (torch and its libraries, imported)
@@ -16,16 +17,10 @@ MAX_LOCAL_RANKS = 256  # processes one replay starts on one node, at most
 GLOO_MAX_BUFFER_BYTES = 256 << 20  # the CPU model's largest buffer (bench refuses -e above it on gloo too)
 
 
-def host_available() -> int:
-    """MemAvailable of /proc/meminfo in bytes (the physical pages' count where that is not there)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass  # not Linux: the total below stands in
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+def host_bytes() -> int:
+    """MemAvailable in bytes (the physical pages' count where that is not there)."""
+    have = host_available()
+    return have if have is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def gpu_free() -> list[int]:
@@ -55,7 +50,7 @@ def check(wl: Workload, backend: str, nranks: int) -> None:
                          f"({GLOO_MAX_BUFFER_BYTES >> 20} MiB a buffer, as bench's -e): replay it on GPUs")
     if backend == "gloo":
         total = sum(need.values()) + nranks * PROCESS_BYTES
-        have = int(HOST_SHARE * host_available())
+        have = int(HOST_SHARE * host_bytes())
         if total > have:
             raise UsageError(f"{where}: the replay's {nranks} rank(s) need {_gib(total)} of host memory "
                              f"({_gib(need[rank])} of buffers on rank {rank}: {biggest}), more than the "

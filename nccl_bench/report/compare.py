@@ -15,7 +15,7 @@ The rules (the report prints them next to the tables):
   the medians differ by more than that.
 - failures (init, stress): flagged when the failure rates differ by more than two standard
   errors of a binomial with the pooled rate.
-- asv: ratio of values; flagged beyond 5 % with asv's 99 % intervals of the two apart, as the history
+- asv: ratio of values; flagged beyond 5 % with the two interquartile ranges apart, as the history
   judges two commits (history.two_runs).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ RULES = {
             "flagged beyond 2 binomial standard errors",
     "stress": "rounds/s and init time: ratio of medians of per-round values; spread = the larger relative "
               f"interquartile range, at least {FLOOR:.0%}. Failure rates: flagged beyond 2 binomial standard errors",
-    "asv": "ratio of values (asv's median of the samples); flagged when beyond 5 % and asv's 99 % intervals of "
+    "asv": "ratio of values (asv's median of the samples); flagged when beyond 5 % and the interquartile ranges of "
            "the two do not overlap ('within noise' when they do), as the history judges two commits; direction "
            "from the name (busbw, per_s: higher is better; otherwise lower is better)",
 }
@@ -186,8 +186,8 @@ def stress(new, base) -> list[dict]:
 
 
 def _point(row: dict) -> tuple[float, tuple | None]:
-    has = row.get("ci_lo") is not None and row.get("ci_hi") is not None
-    return row["value"], ((row["ci_lo"], row["ci_hi"]) if has else None)
+    from nccl_bench.report import history
+    return row["value"], history.interval(row)
 
 
 def asv(new, base) -> list[dict]:

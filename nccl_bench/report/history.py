@@ -2,7 +2,9 @@
 and the steps in them that stand out of the series' own noise.
 
 A point of a series is asv's value for one commit (the median of the benchmark's samples) with the
-99 % confidence interval asv recorded beside it (its stats; a result without them is the point alone).
+interquartile range asv recorded beside it (its stats q_25..q_75; a result without them is the point
+alone). The quartiles, not asv's 99 % interval of the median: on 10 samples that interval spans nearly all
+of them, and one block slowed by a neighbour's job made a +67 % step look like noise.
 A series is cut into levels: the fewest that explain its runs (each level must explain more than
 THRESHOLD of the runs' relative distance from it; asv's own step detection estimates its penalty from
 the series' noise, which a short history does not tell: on 6 commits it cut between runs of identical
@@ -59,7 +61,7 @@ class Series:
     params: str  # "all_reduce, ring, scoped, 1 MiB"; "" for a benchmark without parameters
     unit: str | None
     values: list  # one per commit of the machine, None where that commit has no number
-    intervals: list = field(default_factory=list)  # (lo, hi) per commit: asv's 99 % interval, or None
+    intervals: list = field(default_factory=list)  # (q25, q75) per commit from asv's stats, or None
 
     @property
     def higher_is_better(self) -> bool:
@@ -124,8 +126,7 @@ def build(results, units: dict[str, str | None]) -> History:
                     machine, row["benchmark"], row["params"], units.get(row["benchmark"]),
                     [None] * len(ordered), [None] * len(ordered)))
                 s.values[i] = row["value"]
-                if row.get("ci_lo") is not None and row.get("ci_hi") is not None:
-                    s.intervals[i] = (row["ci_lo"], row["ci_hi"])
+                s.intervals[i] = interval(row)
         for _, s in sorted(keys.items()):
             if any(v is not None for v in s.values):
                 h.series.append(s)
@@ -134,6 +135,13 @@ def build(results, units: dict[str, str | None]) -> History:
                 h.noisy += [noisy] if noisy else []
     h.regressions.sort(key=lambda r: -r.stands_out)
     return h
+
+
+def interval(row: dict) -> tuple | None:
+    """A result row's interquartile range (asv's stats), or None where asv recorded none."""
+    if row.get("q25") is None or row.get("q75") is None:
+        return None
+    return row["q25"], row["q75"]
 
 
 # --- the judge, in a space where worse is always up ---------------------------------------------
