@@ -31,11 +31,24 @@ def first_to_say() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def stopping() -> bool:
-    """Whether this run's stop line was said already: a failure after it (a peer gone) is the stop's doing."""
+STOP_GRACE_S = 2.0  # how long a failing rank of our launcher waits for a stop line it may be the echo of
+
+
+def stopping(wait: float = 0.0) -> bool:
+    """Whether this run's stop line was said already: a failure after it (a peer gone) is the stop's doing.
+    With `wait`, looks again until then: a rank that a Ctrl-C reached tears its communicator down on the
+    way out, and a peer can fail on that (connection reset) before the line is said, on a loaded machine."""
     import os
+    import time
     path = os.environ.get(SAID_ENV)
-    return bool(path) and os.path.exists(path)
+    if not path:
+        return False
+    end = time.monotonic() + wait
+    while not os.path.exists(path):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _stop_line(word: str, code: int) -> int:

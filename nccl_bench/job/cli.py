@@ -10,7 +10,7 @@ from datetime import timedelta
 from dataclasses import dataclass
 from typing import Callable
 
-from nccl_bench import SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
+from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, stopping, terminated
 from nccl_bench.core import launch
 from nccl_bench.job import launcher
 from nccl_bench.job import logs
@@ -112,13 +112,13 @@ def guarded(fn: Callable[[], int]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         return terminated()
     except (CommError, BarrierTimeout) as e:
-        if not stopping():  # a peer that a Ctrl-C ended is not news
+        if not stopping(STOP_GRACE_S):  # a peer that a Ctrl-C ended is not news
             print(f"failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:  # anything else a command raised: one line (a traceback with NCCL_BENCH_DEBUG)
         if os.environ.get("NCCL_BENCH_DEBUG"):
             traceback.print_exc()
-        if not stopping():
+        if not stopping(STOP_GRACE_S):
             print(f"failed: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_FAILED
 
