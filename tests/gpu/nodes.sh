@@ -1,31 +1,32 @@
 #!/usr/bin/env bash
 # Issue 51 on GPUs: nodes made on this machine (tests/netns.py; pyroute2, the machine has no iproute2),
-# each with its GPUs, NCCL between them over sockets on the node's eth0 (tests/gpu/nodes.py), plus issue 49's
-# leftover (accept on GPU 0 alone with the derived profile). One device call, bounded by DEADLINE seconds:
-#   1. accept on GPU 0 alone (CUDA_VISIBLE_DEVICES=0): the derived profile must count 1 GPU
-#   2. stress across the nodes (stock: stale IDs with each rank's node; scoped)
-#   3. locate across the nodes: healthy names nothing; node1's link shaped names node1's network
-#   4. nccl-tests built, then bench beside nccl-tests across the same nodes, alternated REPS times
-# usage: NODES=2 REPS=2 bash tests/gpu/nodes.sh        (carry .whl .nccltests)
+# each with its GPUs, NCCL between them over sockets on the node's eth0 (tests/gpu/nodes.py). Two device
+# calls of under 9 minutes each, on 4 GPUs as 2 nodes x 2 (or 2 as 2 x 1):
+#   CALL=1  stress (stock: stale IDs with each rank's node; scoped ROUNDS), the same-group scenario, a node
+#           cut off mid-run then --resume, locate (healthy; node1's link shaped), replay of an FSDP job's
+#           dumps and traces across the nodes
+#   CALL=2  nccl-tests built, each node's accept then fleet, every collective beside nccl-tests across the
+#           same nodes, alternated REPS times
+# usage: CALL=1 bash tests/gpu/nodes.sh; CALL=2 REPS=3 bash tests/gpu/nodes.sh      (carry .whl .nccltests)
 set -u
 source tests/gpu/env.sh
-DEADLINE=${DEADLINE:-500}; NODES=${NODES:-2}; REPS=${REPS:-2}; ROUNDS=${ROUNDS:-30}
-left() { echo $((DEADLINE - SECONDS)); }
-echo "== versions: $(python3 -c 'import torch; print("torch", torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'); $(nvidia-smi -L | wc -l) GPUs"
-echo "== 1. accept, GPU 0 alone"
-CUDA_VISIBLE_DEVICES=0 timeout 150 python3 -m nccl_bench accept --json $OUT/accept_gpu0.json > $OUT/accept_gpu0.log 2>&1
-echo "exit $?"; grep -E "profile|verdict|GPU" $OUT/accept_gpu0.log | tail -n 6
-echo "== 2-3. stress and locate across $NODES nodes ($(left) s left)"
-timeout $(( $(left) - 200 > 60 ? $(left) - 200 : 60 )) python3 tests/gpu/nodes.py --nodes $NODES --part stress,locate \
-  --rounds $ROUNDS 2>&1 | tee $OUT/nodes_stress_locate.txt
-if [ "$(left)" -gt 150 ]; then
-  echo "== 4. nccl-tests build ($(left) s left)"
-  timeout $(( $(left) - 100 )) bash tests/gpu/nccltests.sh > $OUT/nccltests_build.log 2>&1; tail -n 2 $OUT/nccltests_build.log
-  echo "== 4. bench beside nccl-tests across the nodes ($(left) s left)"
-  timeout $(( $(left) - 10 > 30 ? $(left) - 10 : 30 )) python3 tests/gpu/nodes.py --nodes $NODES --part bench \
-    --reps $REPS 2>&1 | tee $OUT/nodes_bench.txt
+CALL=${CALL:-1}; NODES=${NODES:-2}; REPS=${REPS:-3}; ROUNDS=${ROUNDS:-200}; LIMIT=${LIMIT:-520}
+V=$(python3 -c 'import torch; print("torch", torch.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))')
+G=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+echo "== versions: $V; $(nvidia-smi -L | wc -l) x $G; code $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+if [ "$CALL" = 1 ]; then
+  PARTS=${PARTS:-stress,samegroup,cutoff,locate,replay}
 else
-  echo "== 4. skipped: $(left) s left"
+  echo "== nccl-tests build"
+  timeout 200 bash tests/gpu/nccltests.sh > $OUT/nccltests_build.log 2>&1; tail -n 2 $OUT/nccltests_build.log
+  PARTS=${PARTS:-accept,bench}
+  LIMIT=$(( LIMIT - SECONDS ))
 fi
+echo "== parts $PARTS across $NODES nodes ($LIMIT s)"
+timeout -s KILL $LIMIT python3 tests/gpu/nodes.py --nodes $NODES --part $PARTS --reps $REPS --rounds $ROUNDS \
+  > $OUT/nodes_call$CALL.txt 2>&1
+echo "exit $?"
 echo "== GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
 echo "== namespaces left: $(ls /run/netns 2>/dev/null | grep -c nbt)"
+tar czf $OUT/nodes_call$CALL.tgz -C $OUT nodes 2>/dev/null
+tail -n 40 $OUT/nodes_call$CALL.txt
