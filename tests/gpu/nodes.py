@@ -38,6 +38,11 @@ SIZES = ("-b", "64M", "-e", "1G", "-f", "4")
 # nccl-tests' seven and ours by the same names; gather, scatter, hypercube and alltoallv are left out for time
 EVERY = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 SUMMARY: list[str] = []  # one line per part, printed last
+DEADLINE = [float("inf")]  # time.monotonic() by which the script ends (--deadline)
+
+
+def left() -> float:
+    return DEADLINE[0] - time.monotonic()
 
 
 def said(line: str) -> None:
@@ -117,13 +122,19 @@ def nccl_tests(nodes, per: int, coll: str, log: Path, timeout: float) -> int:
 
 
 def part_bench(nodes, per: int, out: Path, reps: int) -> None:
+    took = 0.0
     for rep in range(reps):
+        if took and left() < 1.2 * took:
+            said(f"bench: rep {rep} not started, {left():.0f} s left (a rep took {took:.0f} s)")
+            break
+        t0 = time.monotonic()
         got = torchrun(nodes, per, ["-m", "nccl_bench", "bench", "--backend", BACKEND, "--collective", ",".join(EVERY),
                                     *SIZES, "-n", "3", "-w", "1", "-c", "1", "-J", str(out / f"ours_{rep}.json")],
                        out / f"ours_{rep}.log", 240)
         print(f"bench ours rep {rep}: exit {[c for c, _ in got]}", flush=True)
         codes = [nccl_tests(nodes, per, coll, out / f"theirs_{coll}_{rep}.log", 90) for coll in EVERY]
         print(f"bench nccl-tests rep {rep}: exit {codes}", flush=True)
+        took = time.monotonic() - t0
 
 
 def part_locate(nodes, per: int, out: Path) -> None:
@@ -300,7 +311,10 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--rounds", type=int, default=200, help="scoped stress rounds")
+    p.add_argument("--deadline", type=float, default=None, help="seconds: no part or rep starts too late for it")
     a = p.parse_args()
+    if a.deadline:
+        DEADLINE[0] = time.monotonic() + a.deadline
     out = Path(os.environ.get("OUT", "/tmp/out")) / "nodes"
     out.mkdir(parents=True, exist_ok=True)
     if (why := netns.why_not()):
@@ -318,6 +332,9 @@ def main() -> int:
             "accept": lambda n: part_accept(n, per, out), "replay": lambda n: part_replay(n, per, out)}
     for part in parts:
         t0 = time.monotonic()
+        if left() < 60:
+            said(f"nodes: {part} not started, {left():.0f} s left")
+            continue
         if part == "cutoff":
             part_cutoff(a.nodes, per, out)  # its own nodes: the cut link is not mended in place
         elif part in runs:

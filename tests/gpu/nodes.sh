@@ -5,8 +5,8 @@
 #   CALL=1  stress (stock: stale IDs with each rank's node; scoped ROUNDS), the same-group scenario, a node
 #           cut off mid-run then --resume, locate (healthy; node1's link shaped), replay of an FSDP job's
 #           dumps and traces across the nodes
-#   CALL=2  nccl-tests built, each node's accept then fleet, every collective beside nccl-tests across the
-#           same nodes, alternated REPS times
+#   CALL=2  nccl-tests built, every collective beside nccl-tests across the same nodes (alternated REPS
+#           times), the replay again, each node's accept then fleet; a part that does not fit is said
 # usage: CALL=1 bash tests/gpu/nodes.sh; CALL=2 REPS=3 bash tests/gpu/nodes.sh      (carry .whl .nccltests)
 set -u
 source tests/gpu/env.sh
@@ -19,12 +19,12 @@ if [ "$CALL" = 1 ]; then
 else
   echo "== nccl-tests build"
   timeout 200 bash tests/gpu/nccltests.sh > $OUT/nccltests_build.log 2>&1; tail -n 2 $OUT/nccltests_build.log
-  PARTS=${PARTS:-accept,bench}
+  PARTS=${PARTS:-bench,replay,accept}
   LIMIT=$(( LIMIT - SECONDS ))
 fi
 echo "== parts $PARTS across $NODES nodes ($LIMIT s)"
 timeout -s KILL $LIMIT python3 tests/gpu/nodes.py --nodes $NODES --part $PARTS --reps $REPS --rounds $ROUNDS \
-  > $OUT/nodes_call$CALL.txt 2>&1
+  --deadline $(( LIMIT - 15 )) > $OUT/nodes_call$CALL.txt 2>&1
 echo "exit $?"
 echo "== GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
 echo "== namespaces left: $(ls /run/netns 2>/dev/null | grep -c nbt)"
