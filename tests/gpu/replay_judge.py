@@ -4,18 +4,25 @@ job's own time, 0 wrong values; one table per file, then a short summary.
 The job's own time: a profiler trace's per-call time once the call's last rank had started it (ready);
 a Flight Recorder dump has only whole durations, which include each call's wait for its late peer. A
 dump's row outside the band is judged again against the ready time of the same call in the same job's
-profiler trace (its replay file among the arguments), and says so.
+profiler trace (its replay file among the arguments), and says so; across nodes the trace has no ready time
+(several clocks), and its whole time over the profiled steps stands in.
 usage: python3 tests/gpu/replay_judge.py REPLAY.json..."""
 import json
 import sys
 
 LO, HI, MiB = 0.8, 1.25, 1 << 20
 docs = {path: json.load(open(path)) for path in sys.argv[1:]}
-ready = {}  # (collective, bytes, dtype) -> the job's ready time, from a profiler trace's replay
+# (collective, bytes, dtype) -> (the job's time in a profiler trace's replay, what it is): its ready time; across
+# nodes (traces from several clocks: no ready time) its whole time, over the profiled steady steps only, where
+# a dump's durations also hold the warm-up steps and each call's wait for its late peer
+ready = {}
 for doc in docs.values():
     for r in doc["rows"]:
+        key = (r["collective"], r["bytes"], r["dtype"])
         if r.get("trace_ready_us"):
-            ready[(r["collective"], r["bytes"], r["dtype"])] = r["trace_ready_us"]
+            ready[key] = (r["trace_ready_us"], "the profiler's ready time")
+        elif r.get("trace_time_us") and doc["meta"]["replay"]["source"] == "profiler trace":
+            ready.setdefault(key, (r["trace_time_us"], "the profiler's whole time (several nodes: no ready time)"))
 ok = True
 t = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
 for path, doc in docs.items():
@@ -30,7 +37,8 @@ for path, doc in docs.items():
         if r["bytes"] >= MiB:
             big += 1
             if x is not None and not LO <= x <= HI and (r["collective"], r["bytes"], r["dtype"]) in ready:
-                x, why = r["time_us"] / ready[(r["collective"], r["bytes"], r["dtype"])], "the profiler's ready time"
+                job, why = ready[(r["collective"], r["bytes"], r["dtype"])]
+                x = r["time_us"] / job
             band = "-" if x is None else ("ok" if LO <= x <= HI else "OUT")
             ok &= band == "ok"
         else:
