@@ -66,7 +66,7 @@ def test_smoke_all_modes_gloo():
 @pytest.mark.skipif(netns.why_not() is None, reason="tests/test_multinode.py runs torchrun agents on real nodes here")
 def test_multinode_torchrun_two_agents():
     """Two torchrun agents (--nnodes 2) on one machine run smoke across both 'nodes'."""
-    import subprocess, sys, os, uuid, time
+    import subprocess, sys, os, uuid
     from helpers import REPO, TOKEN_VAR, assert_no_survivors
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

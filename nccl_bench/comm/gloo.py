@@ -24,7 +24,6 @@ import os
 import time
 from datetime import timedelta
 
-import torch
 import torch.distributed as dist
 
 from nccl_bench.comm import gloo_interfaces

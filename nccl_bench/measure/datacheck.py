@@ -2,14 +2,19 @@
 result must be, and the count of elements that are not."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nccl_bench.measure.collectives import ALL, Segment
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made, not when the module loads
+    import torch
 
 # Small integers (1..23, or 1/2 for prod), so that sums over ranks, products, min and max
 # are exact in every dtype, including int8 (up to 5 ranks without wrap) and bfloat16.
 CHUNK = 1 << 26  # elements per step when filling and checking, to bound temporary memory
 
 
-def pattern(rank: int, start: int, length: int, op: str, nranks: int, device) -> "torch.Tensor":
+def pattern(rank: int, start: int, length: int, op: str, nranks: int, device) -> torch.Tensor:
     """Rank `rank`'s input elements [start, start+length) as int64."""
     import torch
     i = torch.arange(start, start + length, device=device, dtype=torch.int64)
@@ -18,7 +23,7 @@ def pattern(rank: int, start: int, length: int, op: str, nranks: int, device) ->
     return (i * 31 + (i // 23) * 7 + rank * 13) % 23 + 1
 
 
-def reduced(start: int, length: int, op: str, nranks: int, device) -> "torch.Tensor":
+def reduced(start: int, length: int, op: str, nranks: int, device) -> torch.Tensor:
     """The reduction over all ranks of input elements [start, start+length) (int64, float64 for avg)."""
     import torch
     acc = pattern(0, start, length, op, nranks, device)
