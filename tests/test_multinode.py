@@ -183,11 +183,15 @@ def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
     from test_accept import END_TO_END, check_end_to_end
     t0 = time.monotonic()
     files = [tmp_path / f"accept-node{i}.json" for i in range(2)]
-    xml, golden = tmp_path / "accept.xml", tmp_path / "golden.json"
+    xml, golden, across = tmp_path / "accept.xml", tmp_path / "golden.json", tmp_path / "across.json"
     golden_args = ["--junit", str(xml), "--record-baseline", str(golden)]
     with netns.Nodes(2) as nodes:
+        # the bandwidth between the nodes: bench across them, then each node's accept judges it by its NICs
+        bench = finish(torchrun(nodes, 1, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "1M", "-e", "1M",
+                                           "-n", "3", "-w", "1", "-J", str(across)], uuid.uuid4().hex[:8]), 120)
+        assert bench[0][0] == 0, bench[0][1][-2000:] + bench[0][2][-2000:]
         procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", *END_TO_END, "--json", str(files[i]),
-                                 *(golden_args if i == 0 else [])],
+                                 "--network", str(across), *(golden_args if i == 0 else [])],
                              env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(2)]
         got = finish(procs, 240)
@@ -195,10 +199,15 @@ def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
     check_end_to_end(got[0][0], got[0][1] + got[0][2], files[0], xml, golden)
     code, out, err = got[1]
     assert code == 0 and "accept PASS against profile gloo-cpu" in out, out[-2000:] + err[-2000:]
+    # no InfiniBand or RoCE here: measured over sockets and said, not failed
+    said = next(x for x in out.splitlines() if "network busbw all_reduce 1 MiB (2 nodes)" in x)
+    assert said.startswith("SKIP") and "socket transport, measured, not judged" in said, said
+    net = json.loads(files[1].read_text())["meta"]["network"]
+    assert net["nodes"] == 2 and net["floor_GBps"] is None and net["busbw_GBps"] > 0
     fleet = subprocess.run([PY, "-m", "nccl_bench", "fleet", *map(str, files), "--out", str(tmp_path / "fleet")],
                            cwd=REPO, capture_output=True, text=True, timeout=120)
     assert fleet.returncode == 0, fleet.stdout + fleet.stderr
     assert "2 node(s) from 2 file(s)" in fleet.stdout and "no node(s) flagged of 2" in fleet.stdout, fleet.stdout
     md = (tmp_path / "fleet" / "fleet.md").read_text()
-    assert "| node0" in md and "| node1" in md
+    assert "| node0" in md and "| node1" in md and "network busbw GB/s" in md
     print(f"\naccept x 2 nodes + fleet: {time.monotonic() - t0:.1f} s; {fleet.stdout.splitlines()[-1]}")

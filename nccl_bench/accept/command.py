@@ -15,6 +15,7 @@ from pathlib import Path
 
 
 from nccl_bench.accept import derive
+from nccl_bench.accept import network
 from nccl_bench.measure import gpucounters
 from nccl_bench.core import junit
 from nccl_bench.measure import profiles
@@ -46,6 +47,7 @@ class AcceptOptions:
     record_baseline: str | None = None  # write the run as a golden node's profile here
     workload: list[str] | None = None  # a job's dumps, trace or workload file: replayed and judged
     workload_max_slowdown: float = 1.25  # the replay's sequence may take this x the job's own
+    network: str | None = None  # a bench file across the nodes: its busbw judged by this node's NICs
 
     def __post_init__(self):
         self.backend = check_backend(self.backend or default_backend())
@@ -86,6 +88,9 @@ def parser() -> Parser:
                         "judged against the job's own, or a golden node's replay (nccl-bench replay)")
     p.add_argument("--workload-max-slowdown", type=float, default=1.25, metavar="X",
                    help="the replay's sequence may take X times the job's own (default 1.25)")
+    p.add_argument("--network", metavar="FILE", default=None,
+                   help="a bench result run across the nodes (bench under torchrun or srun): its all_reduce busbw "
+                        "judged against a floor from this node's InfiniBand/RoCE ports; over sockets, said")
     p.add_argument("--record-baseline", metavar="FILE", default=None,
                    help="this node is known good: write what it measured (with each point's spread over 3 "
                         "cycles) as a profile FILE, to judge other nodes with --profile FILE")
@@ -202,9 +207,10 @@ def main(argv: list[str]) -> int:
     o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
                       init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
                       locate=a.locate, margin=a.margin, record_baseline=a.record_baseline, workload=a.workload,
-                      workload_max_slowdown=a.workload_max_slowdown)
+                      workload_max_slowdown=a.workload_max_slowdown, network=a.network)
     if o.workload:  # read and checked now: bad input is one line before any step runs
         check_workload(o)
+    across = network.verdict(o.network, o.margin) if o.network else None  # bad input: one line, nothing run
     facts = topology.read() if o.backend != "gloo" else None
     names = selection.detected_gpu_names()
     profile = selection.choose(o.profile, o.backend, names, facts, o.margin)
@@ -217,7 +223,9 @@ def main(argv: list[str]) -> int:
         print("accept: pair checks skipped: one rank has no peer (busbw is 0 by nccl-tests' formula with one "
               "rank); judged instead: the GPU's copies, 8-byte latency, init and stress", flush=True)
     m, steps = run_steps(o, profile)
-    judged = step_verdicts(steps) + verdicts.judge(profile, m)
+    judged = step_verdicts(steps) + verdicts.judge(profile, m) + ([across[0]] if across else [])
+    if across:
+        m["network_busbw"] = across[1]["busbw_GBps"]
     print(verdicts.table(judged))
     for v in judged:
         if v.status == "fail":
@@ -229,7 +237,8 @@ def main(argv: list[str]) -> int:
         meas.pop("busbw_spread_pct", None)
         meta = {**sysinfo.collect(o.backend), "profile": profile.name, "profile_origin": profile.origin,
                 "profile_doc": profiles.to_doc(profile), "facts": facts.as_dict() if facts else None,
-                "steps": steps, "measurements": meas, "verdict": "PASS" if ok else "FAIL"}
+                "steps": steps, "measurements": meas, "verdict": "PASS" if ok else "FAIL",
+                **({"network": across[1]} if across else {})}
         print(f"wrote {results.write('accept', rows, meta, o.json)}")
     if o.junit:
         doctor_rows = m.get("doctor", [])

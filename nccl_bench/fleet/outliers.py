@@ -109,7 +109,7 @@ def _accept(doc: dict, node: Node, given: str) -> dict:
     out = {f"busbw {k.split(':')[0]} {_size(int(k.split(':')[1]))}": v for k, v in (m.get("busbw") or {}).items()
            if int(k.split(":")[1]) >= MiB}
     out.update({"latency 8 B us": m.get("latency_us_8B"), "init ms": m.get("init_ms_p50"),
-                "replay sequence us": m.get("replay_sequence_us")})
+                "replay sequence us": m.get("replay_sequence_us"), "network busbw GB/s": m.get("network_busbw")})
     for key, v in (m.get("copy_GBps") or {}).items():
         if key.endswith("_GBps"):
             out[f"copy {key[:-5]} GB/s"] = v
