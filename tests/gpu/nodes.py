@@ -13,7 +13,8 @@ samegroup the seed's scenario across nodes: one process group, a communicator pe
           scoped: none)
 cutoff    scoped stress across the nodes; after 10 rounds node1's link goes down for good: the run ends
           naming node1; on new links, --resume completes every round once
-accept    each node's own accept (its GPUs, as an operator runs it node by node), then fleet over the files
+accept    bench across the nodes, then each node's own accept (its GPUs, as an operator runs it node by node)
+          judging that busbw by the node's NICs (--network), then fleet over the files
 replay    tests/gpu/fsdp_job.py across the nodes (its Flight Recorder dumps and profiler traces), then
           replayed across the same nodes: dumps on nccl, traces on torch (tests/gpu/replay_judge.py)
 Logs and JSON under $OUT/nodes/; a short table last.
@@ -229,16 +230,26 @@ def part_cutoff(nodes_n: int, per: int, out: Path) -> None:
 
 
 def part_accept(nodes, per: int, out: Path) -> None:
-    """Each node's accept over its own GPUs (derived profile), at once; then fleet over both files."""
+    """The busbw between the nodes (bench across them), then each node's accept over its own GPUs (derived
+    profile) judging it by the node's NICs (--network), at once; then fleet over both files."""
+    from nccl_bench.accept import nics
+    across = out / "across.json"
+    size = "1M" if BACKEND == "gloo" else "1G"
+    got = torchrun(nodes, per, ["-m", "nccl_bench", "bench", "--backend", BACKEND, "-b", size, "-e", size, "-n", "5",
+                                "-w", "2", "-J", str(across)], out / "across.log", 150)
+    said(f"bench across the nodes (all_reduce {size}): exit {[c for c, _ in got]}; this machine's InfiniBand/RoCE "
+         f"ports: {', '.join(p.name() for p in nics.read()) or 'none'}")
     files = [out / f"accept_node{i}.json" for i in range(nodes.n)]
-    procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", "--json", str(files[i])], env=node_env(i, per),
-                         cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(nodes.n)]
+    network = ["--network", str(across)] if across.exists() else []
+    procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", "--json", str(files[i]), *network],
+                         env=node_env(i, per), cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True) for i in range(nodes.n)]
     got = finish(procs, 300)
     for i, (c, o) in enumerate(got):
         (out / f"accept_node{i}.log").write_text(o)
         verdict = [x for x in o.splitlines() if x.startswith("accept ")][-1:]
-        said(f"accept node{i}: exit {c}; {verdict[0] if verdict else o.strip()[-200:]}")
+        net = [" ".join(x.split()) for x in o.splitlines() if "network busbw" in x][:1]
+        said(f"accept node{i}: exit {c}; {verdict[0] if verdict else o.strip()[-200:]}; {net[0] if net else ''}")
     fleet = subprocess.run([PY, "-m", "nccl_bench", "fleet", *map(str, files), "--out", str(out / "fleet")],
                            cwd=str(REPO), capture_output=True, text=True, timeout=120)
     (out / "fleet.log").write_text(fleet.stdout + fleet.stderr)
