@@ -67,8 +67,8 @@ def interrupted() -> int:
 def _forget_unhandled_interrupt() -> None:
     """CPython notes a KeyboardInterrupt that leaves code run by exec or eval of a string (dataclasses and
     namedtuple make their methods that way, thousands of times while torch imports) as unhandled, even when
-    a caller catches it, and a `python -m` run then ends by killing itself with SIGINT: -2, not our 130, in
-    about 1 of 40 Ctrl-Cs in the first 0.2 s on a loaded machine. Each exec of a string clears that note."""
+    a caller catches it, and a `python -m` run then ends by killing itself with SIGINT: -2, not our 130
+    (docs/validation.md). Each exec of a string clears that note."""
     exec("None")
 
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from nccl_bench.accept import nics
-from nccl_bench.accept.verdicts import Verdict
+from nccl_bench.accept.verdicts import Verdict, size_label
 from nccl_bench.core import stats
 from nccl_bench.core.errors import UsageError
 
@@ -78,16 +78,10 @@ def verdict(path: str, margin: float) -> tuple[Verdict, dict]:
     ports = nics.read()
     env = meta.get("env") if isinstance(meta.get("env"), dict) else {}
     low, how = floor(ports, max(ranks // max(nodes, 1), 1), env, margin)
-    check = f"network busbw all_reduce {_size(size)} ({nodes} nodes)"
+    check = f"network busbw all_reduce {size_label(size)} ({nodes} nodes)"
     keep = {"file": str(path), "bytes": size, "busbw_GBps": busbw, "nodes": nodes, "ranks": ranks,
             "floor_GBps": low, "derivation": how, "ports": [p.as_dict() for p in ports]}
     if low is None:
         return Verdict(check, "skip", round(busbw, 3), "-", how), keep
     return Verdict(check, "pass" if busbw >= low else "fail", round(busbw, 3), f">= {low:g} GB/s", how), keep
 
-
-def _size(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"

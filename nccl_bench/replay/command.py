@@ -70,8 +70,9 @@ class ReplayOptions:
         self.iters, self.warmup, self.json, self.max_slowdown = a.iters, a.warmup, a.json, a.max_slowdown
         self.digest = digest  # names the workload across nodes (accept's golden replay)
         self.job = job_options(a)
-        if self.job.nranks is None and launch.detect() is None:  # as many ranks as the trace has, where this
-            from nccl_bench.comm import gpu_count  # node has them; under torchrun or srun, the launcher's world
+        # as many ranks as the trace has, where this node has them; under torchrun or srun, the launcher's world
+        if self.job.nranks is None and launch.detect() is None:
+            from nccl_bench.comm import gpu_count
             here = workload.nranks if self.job.backend == "gloo" else min(gpu_count(), workload.nranks)
             self.job.nranks = max(1, here)
 
