@@ -19,6 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from nccl_bench import records  # noqa: E402
 from nccl_bench.core.streaming import Trend  # noqa: E402
 
 
@@ -62,15 +63,15 @@ def main() -> int:
     code, launcher = watched([*py, "stress", *common, "--rounds", str(a.rounds), "--skew-max", "0",
                               "--leak-every", str(a.every), "--journal", str(out / "stress.jsonl")],
                              out / "stress.log", warmup_s=30)
-    stress = json.loads((out / "stress-summary.json").read_text())
+    stress = records.load(str(out / "stress-summary.json"))
     lc_code, _ = watched([*py, "nccl_bench", "init", *common, "--init", "scoped", "--leak-check", str(a.rounds),
                           "--leak-every", str(a.every), "--json", str(out / "leakcheck.json")],
                          out / "leakcheck.log", warmup_s=30)
-    bare = json.loads((out / "leakcheck.json").read_text())["rows"]
-    per_round = stress["rounds"] / max(sum(r["rounds_per_s"] and r["rounds"] / r["rounds_per_s"] or 0
-                                           for r in stress["rows"]), 1e-9)
+    bare = records.load(str(out / "leakcheck.json")).rows
+    per_round = stress.top["rounds"] / max(sum(r["rounds_per_s"] and r["rounds"] / r["rounds_per_s"] or 0
+                                               for r in stress.rows), 1e-9)
     rows = []
-    for f in stress["leaks"]:
+    for f in stress.top["leaks"]:
         if f["resource"] != "rss_bytes":
             continue
         b = next((x for x in bare if x["rank"] == f["rank"] and x["resource"] == "rss_bytes"), None)

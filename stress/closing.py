@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from nccl_bench.comm.lifetime import destroy_note
-from nccl_bench.core import results, sysinfo
+from nccl_bench.core import sysinfo
+from nccl_bench.records.stress_journal import summary_document
 from nccl_bench.core.errors import UsageError
 from stress import failpoint
 from stress.ledger import Ledger
@@ -94,9 +95,8 @@ def write_summary(path: Path, ledger: Ledger, base: dict | None, identity: dict,
     """Flat rows (one per mode) plus one metadata block; `failures`, `rounds` and `leaks` on top."""
     meta = {**sysinfo.collect(identity["backend"]), "options": identity, "journal": str(journal_path),
             "baseline": base}
-    doc = {"kind": "stress-summary", "schema": results.SCHEMA_VERSION, "rounds": ledger.rounds,
-           "failures": ledger.tally.failures, "restarts": restarts, "meta": meta, "rows": ledger.tally.table(),
-           "leaks": findings or []}
+    doc = summary_document(ledger.tally.table(), meta, rounds=ledger.rounds, failures=ledger.tally.failures,
+                           restarts=restarts, leaks=findings or [])
     # Whole or not at all: written beside, then linked in under its name (which never overwrites), so
     # a kill mid-write leaves no half summary for --resume to trip over.
     for debris in path.parent.glob(f".{path.name}.*.tmp"):  # cut by a kill (we hold the journal: no one else writes)

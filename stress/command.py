@@ -7,11 +7,8 @@ import sys
 from pathlib import Path
 
 from nccl_bench.core import launch, sysinfo
-from nccl_bench.comm.bootstrap import MODES
-from nccl_bench.job.cli import Parser, add_verbose_arg, guarded, launch_quietly, prog, run_job
-from nccl_bench.comm import default_backend
+from nccl_bench.job.cli import Parser, add_job_args, guarded, job_options, launch_quietly, prog, run_job
 from nccl_bench.core.errors import UsageError
-from nccl_bench.job.options import JobOptions, split_list
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
@@ -21,16 +18,13 @@ from stress.journallock import JournalOwner, inherited as owner_inherited
 def parser() -> Parser:
     p = Parser(prog=prog(None), description="churn communicator re-inits under seeded skew; "
                "classify every failure and explain it from every rank's evidence")
+    add_job_args(p, "scoped", allow_all=True, ranks_per_root=1, timeout=None, helps={
+        "init": "regular | stock | scoped | all (each in turn, compared)",
+        "ranks_per_root": "ranks per unique-ID root (default 1: every rank a root, as in the seed)",
+        "timeout": "per-round deadline, s (default 3 on GPU backends, 2 on gloo)"})
     p.add_argument("--rounds", type=int, default=100, help="rounds per init mode (default 100)")
-    p.add_argument("--init", default="scoped", help="regular | stock | scoped | all (each in turn, compared)")
-    p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
-    p.add_argument("--nranks", type=int, default=None, help="ranks to launch locally (default: one per GPU, 2 on CPU)")
-    p.add_argument("--ranks-per-root", type=int, default=1,
-                   help="ranks per unique-ID root (default 1: every rank a root, as in the seed)")
     p.add_argument("--skew-max", type=float, default=0.05, help="max random sleep per rank before init, s (0.05)")
     p.add_argument("--seed", type=int, default=0, help="skew schedule seed (default 0)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="per-round deadline, s (default 3 on GPU backends, 2 on gloo)")
     p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(COLLECTIVES))
     p.add_argument("--bytes", type=int, default=4096, help="bytes of its largest buffer (default 4096)")
     p.add_argument("--on-failure", default="continue", help=" | ".join(ON_FAILURE))
@@ -63,16 +57,11 @@ def parser() -> Parser:
                    help="rounds whose samples the slope leaves out (default: a fifth of the run, at most 1000)")
     p.add_argument("--fail-on-leak", action="store_true", help="exit 1 when the leak watch says LEAK")
     p.add_argument("--print-schedule", action="store_true", help="print the skew schedule and exit")
-    add_verbose_arg(p)
     return p
 
 
 def options(a) -> StressOptions:
-    backend = a.backend or default_backend()
-    job = JobOptions(backend=backend, nranks=a.nranks, init=split_list(a.init, MODES, "init mode", "all"),
-                     ranks_per_root=a.ranks_per_root, verbose=a.verbose,
-                     timeout=default_timeout(backend) if a.timeout is None else a.timeout)
-    return StressOptions(job, rounds=a.rounds, skew_max=a.skew_max, seed=a.seed, collective=a.collective,
+    return StressOptions(job_options(a, allow_all=True, default_timeout=default_timeout), rounds=a.rounds, skew_max=a.skew_max, seed=a.seed, collective=a.collective,
                          bytes=a.bytes, on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
                          journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
                                                if a.summary_json else None),

@@ -18,10 +18,12 @@ from typing import Callable
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core import results
+from nccl_bench.records.stress_journal import is_header
+from nccl_bench.records.kinds import JOURNAL_SCHEMA
 from stress import failpoint
 from stress.record import record_or_none
 
-SCHEMA = "nccl_bench.stress.journal/1"
+SCHEMA = JOURNAL_SCHEMA  # the format is defined once, in nccl_bench.records
 
 
 def default_path() -> Path:
@@ -64,7 +66,7 @@ def read(path: str | Path, on_round: Callable[[dict], None] | None = None) -> Co
             header = json.loads(first) if first else None
         except (ValueError, UnicodeDecodeError):
             header = None
-        if not isinstance(header, dict) or header.get("schema") != SCHEMA or header.get("type") != "header":
+        if not is_header(header):
             raise UsageError(f"--resume: {p} is not a stress journal (no '{SCHEMA}' header on its first line)")
         out = Contents(header)
         try:

@@ -4,7 +4,7 @@ tally, the leak watch's trends and any round kept twice. Its size depends on the
 is the full record, and --resume replays it through the same fold."""
 from __future__ import annotations
 
-from nccl_bench.measure.leaks import LeakWatch
+from nccl_bench.core.leaks import LeakWatch
 from stress.tally import Tally
 from stress.diagnose import History
 

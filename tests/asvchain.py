@@ -7,7 +7,7 @@ them: the test of issue 53's judge (tests/test_history.py runs a short chain) an
 A comment-only commit appends a comment to nccl_bench/__init__.py; the plant puts a 30 ms sleep into the
 gloo communicator's create (nccl_bench/comm/gloo.py), inside the time its create phase measures. Each
 commit is measured by `asv run` with the clone's own code (ASV_PYTHONPATH), into one results folder; then
-`nccl-bench report <results>/cpu --fail-on-regression`, twice. Prints each report's exit code and lines.
+`nccl-bench report <results>/<this machine> --fail-on-regression`, twice. Prints each report's exit code and lines.
 """
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ REPO = Path(__file__).resolve().parents[1]
 GLOO = Path("nccl_bench/comm/gloo.py")
 ANCHOR = "        t0 = time.perf_counter()\n        prefix = f\"gloo/"  # where the gloo create starts its clock
 PLANT = "        time.sleep(0.03)  # planted: a 30 ms slower create\n"
+
+
+def machine_dir(results: Path) -> Path:
+    """The one machine's folder the chain's runs wrote (asv names it after the hardware)."""
+    found = [d for d in results.iterdir() if (d / "machine.json").is_file()]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def git(clone: Path, *args: str) -> str:
@@ -67,7 +74,7 @@ def asv_run(clone: Path, results: Path, benches: list[str], log) -> int:
 
 
 def report(results: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nccl_bench", "report", str(results / "cpu"), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "nccl_bench", "report", str(machine_dir(results)), "--out", str(out),
                            "--fail-on-regression"], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
@@ -76,7 +83,7 @@ def spreads(results: Path) -> list[tuple[str, float, int]]:
     between runs of identical code, the benchmark's own spread."""
     from itertools import product
     values: dict[str, list[float]] = {}
-    for path in sorted((results / "cpu").glob("*-*.json")):
+    for path in sorted(machine_dir(results).glob("*-*.json")):
         if path.name == "machine.json":
             continue
         doc = json.loads(path.read_text())

@@ -6,6 +6,7 @@ import pytest
 
 import netns
 from helpers import one_line_error, run
+from nccl_bench import records
 
 # accept's flags for an end-to-end run on the CPU model that records the node as a golden one
 END_TO_END = ["--backend", "gloo", "--profile", "gloo-cpu", "--init-rounds", "3", "--stress-rounds", "4"]
@@ -23,11 +24,11 @@ def check_end_to_end(code: int, text: str, out, xml, golden):
     """... recording this node as a golden one: its profile judges its own measurements as PASS."""
     assert code == 0, text[-4000:]
     assert "accept PASS against profile gloo-cpu" in text
-    doc = json.loads(out.read_text())
-    checks = {r["check"]: r for r in doc["rows"]}
+    doc = records.load(str(out))
+    checks = {r["check"]: r for r in doc.rows}
     assert checks["busbw all_reduce 1 MiB"]["status"] == "pass"
     assert checks["wrong results"]["measured"] == 0 and checks["stress failures"]["measured"] == 0
-    assert [s["status"] for s in doc["meta"]["steps"]] == ["ran"] * 4
+    assert [s["status"] for s in doc.meta["steps"]] == ["ran"] * 4
     root = ET.parse(xml).getroot()
     assert root.tag == "testsuites"
     names = [c.get("name") for c in root.iter("testcase")]
@@ -35,12 +36,12 @@ def check_end_to_end(code: int, text: str, out, xml, golden):
     base = json.loads(golden.read_text())
     assert base["origin"] == "baseline" and base["derivation"]["spread_pct"], base
     floors = {(f["collective"], f["bytes"]): f["min"] for f in base["busbw_min_GBps"]}
-    got = doc["meta"]["measurements"]["busbw"]
+    got = doc.meta["measurements"]["busbw"]
     for (coll, size), floor in floors.items():  # floor = golden x (1 - 0.05 - spread), spread from 3 cycles
         tol = base["derivation"]["tolerance"][f"{coll}:{size}"]
         assert 0.05 <= tol <= 0.5 and abs(floor - got[f"{coll}:{size}"] * (1 - tol)) < 0.01
     meas = out.with_name("m.json")
-    meas.write_text(json.dumps({k: doc["meta"]["measurements"][k] for k in ("busbw", "latency_us_8B", "init_ms_p50",
+    meas.write_text(json.dumps({k: doc.meta["measurements"][k] for k in ("busbw", "latency_us_8B", "init_ms_p50",
                                                                            "wrong", "stress_failures")}))
     judged = run(["-m", "nccl_bench.accept.verdicts", str(meas), "--profile", str(golden)])
     assert judged.returncode == 0 and "PASS against profile baseline-" in judged.stdout, judged.stdout

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, TOKEN_VAR, assert_no_survivors, run
+from nccl_bench import records
 from nccl_bench.asv import suite as asvsuite
-from nccl_bench.job.jobs import JobFailed, run_json
+from nccl_bench.asv.plugin import asv_machine_name
+from nccl_bench.job.jobs import JobFailed, run_result
 
 
 def asv_config(tmp: Path) -> Path:
@@ -33,7 +35,7 @@ def asv_run(tmp: Path, *args: str, env: dict | None = None, timeout: float = 240
 
 
 def saved_results(tmp: Path) -> dict:
-    files = [f for f in (tmp / "results" / "cpu").glob("*.json") if f.name != "machine.json"]
+    files = [f for f in (tmp / "results" / asv_machine_name()).glob("*.json") if f.name != "machine.json"]
     assert len(files) == 1, files
     return json.loads(files[0].read_text())
 
@@ -55,7 +57,7 @@ def test_quick_pass_on_gloo_records_every_benchmark_for_head(tmp_path):
     assert proc.returncode == 0, out[-4000:]
     doc = saved_results(tmp_path)
     assert doc["commit_hash"] in (before, head())  # the checked-out commit (someone may commit meanwhile)
-    assert doc["params"]["machine"] == "cpu"
+    assert doc["params"]["machine"] == asv_machine_name() and asv_machine_name().startswith("cpu-")
     # the history goes on across commits that move code: every benchmark keeps its committed name and version
     ran = json.loads((tmp_path / "results" / "benchmarks.json").read_text())
     committed = json.loads((REPO / "results" / "asv" / "benchmarks.json").read_text())
@@ -146,14 +148,18 @@ def test_one_failed_job_spoils_only_its_own_points():
 def test_bench_rows_to_points_small_is_the_smallest_row_and_each_cycle_a_sample():
     def row(coll, size, us, bw, cycle=0):
         return {"collective": coll, "size": size, "cycle": cycle, "out_of_place": {"time": us, "bus_bw": bw}}
-    doc = {"rows": [row("all_gather", 1 << 20, 10.0, 1.0), row("all_gather", 32, 5.0, 0.1),
-                    row("all_reduce", 8, 12.0, 0.0), row("all_reduce", 1 << 30, 6000.0, 330.0),
-                    row("all_reduce", 8, 14.0, 0.0, cycle=1), row("all_reduce", 1 << 30, 6600.0, 300.0, cycle=1)]}
-    pts = asvsuite._bench_points(doc)
+    rows = [row("all_gather", 1 << 20, 10.0, 1.0), row("all_gather", 32, 5.0, 0.1),
+            row("all_reduce", 8, 12.0, 0.0), row("all_reduce", 1 << 30, 6000.0, 330.0),
+            row("all_reduce", 8, 14.0, 0.0, cycle=1), row("all_reduce", 1 << 30, 6600.0, 300.0, cycle=1)]
+    pts = asvsuite._bench_points(records.Result(Path("b.json"), "b.json", "bench", {}, rows, cycles=rows))
     assert pts[("all_gather", "small")]["bytes"] == 32
     assert pts[("all_reduce", "small")] == {"time_s": [12e-6, 14e-6], "busbw_gbps": [0.0, 0.0], "bytes": 8}
     assert pts[("all_reduce", "1 GiB")]["busbw_gbps"] == [330.0, 300.0]
     assert ("all_reduce", "64 MiB") not in pts
+
+
+def result(rows, kind="init"):
+    return records.Result(Path(f"{kind}.json"), f"{kind}.json", kind, {}, rows)
 
 
 def test_init_samples_tolerate_stock_failures_only():
@@ -161,23 +167,23 @@ def test_init_samples_tolerate_stock_failures_only():
         return {"mode": mode, "warmup": warmup, "outcome": outcome, "failed_op": "init", "error": "stale",
                 "exchange_s": 0.001, "create_s": init_s, "init_s": init_s, "first_collective_s": 0.1,
                 "destroy_s": 0.5}
-    doc = {"rows": [row("stock", "ok", 0.03), row("stock", "hang", 5.0), row("stock", "ok", 0.05),
+    doc = result([row("stock", "ok", 0.03), row("stock", "hang", 5.0), row("stock", "ok", 0.05),
                     row("scoped", "ok", 0.02), row("scoped", "error", 0.9), row("regular", "ok", 9.0, warmup=True),
-                    row("regular", "ok", 0.04)]}
+                    row("regular", "ok", 0.04)])
     got = asvsuite._init_samples(doc)
     assert got["stock"]["init"] == [0.03, 0.05]  # the inits that worked
     assert got["stock"]["lifetime"] == pytest.approx([0.63, 0.65])  # init, first collective, destroy
     assert "1 of 2 inits failed" in got["scoped"]["error"]
     assert got["regular"]["init"] == [0.04]  # warm-up rounds are not measured
-    none = asvsuite._init_samples({"rows": [row("stock", "hang", 3.0), row("stock", "hang", 3.0)]})
+    none = asvsuite._init_samples(result([row("stock", "hang", 3.0), row("stock", "hang", 3.0)]))
     assert "none of 2 inits worked" in none["stock"]["skipped"]  # no number this run, not a failure
 
 
-def test_run_json_reaps_a_job_that_outlives_its_timeout():
+def test_run_result_reaps_a_job_that_outlives_its_timeout():
     token = uuid.uuid4().hex
     argv = ["nccl_bench", "init", "--backend", "gloo", "--init", "scoped", "--rounds", "1000"]
     with pytest.raises(JobFailed, match="timed out after 3s"):
-        run_json(argv, 3, env={TOKEN_VAR: token})
+        run_result(argv, 3, env={TOKEN_VAR: token})
     assert_no_survivors(token)
 
 
@@ -189,7 +195,7 @@ def test_a_killed_caller_takes_its_job_along():
     import time
     from helpers import survivors
     token = uuid.uuid4().hex
-    code = ("from nccl_bench.job.jobs import run_json; run_json(['nccl_bench', 'init', '--backend', 'gloo', "
+    code = ("from nccl_bench.job.jobs import run_result; run_result(['nccl_bench', 'init', '--backend', 'gloo', "
             "'--init', 'scoped', '--rounds', '1000'], 120)")
     caller = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env={**os.environ, TOKEN_VAR: token},
                               start_new_session=True)

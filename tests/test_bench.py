@@ -4,8 +4,9 @@ import json
 import pytest
 
 from helpers import one_line_error, run
-from nccl_bench.measure import benchfile
-from nccl_bench.report import readers
+from nccl_bench.records import bench_layouts
+from nccl_bench.records import bench as benchfile
+from nccl_bench import records
 from nccl_bench.bench.options import BenchOptions
 from nccl_bench.bench.worker import _exit_code
 from nccl_bench.bench.table import footer, table
@@ -18,13 +19,13 @@ SMALL = ["--backend", "gloo", "-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w",
 def bench(tmp_path, *args, name="out.json"):
     out = tmp_path / name
     proc = run(["-m", "nccl_bench", "bench", *SMALL, *args, "--json", str(out)], timeout=120)
-    return proc, (json.loads(out.read_text()) if out.exists() else None)
+    return proc, (records.load(str(out)) if out.exists() else None)
 
 
 def test_all_collectives_three_ranks_two_init_modes(tmp_path):
     proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all", "--init", "regular,scoped")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = benchfile.rows(doc)
+    rows = doc.every_cycle()
     names = {r["collective"] for r in rows}
     assert names == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv",
                      "gather", "scatter", "alltoallv"}
@@ -43,7 +44,7 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
         assert r["out_of_place"]["bus_bw"] == pytest.approx(r["out_of_place"]["alg_bw"] * factor)
     ag = [r for r in rows if r["collective"] == "all_gather" and r["init"] == "regular"]
     assert [r["size"] for r in ag] == [48, 480, 4080]  # 8 B has no element per rank; 16-byte chunks
-    meta = doc["meta"]
+    meta = doc.meta
     assert meta["backend"] == "gloo" and meta["bench"]["nranks"] == 3 and "versions" in meta and "git_sha" in meta
     assert "# Out of bounds values : 0 OK" in proc.stdout and "# Avg bus bandwidth" in proc.stdout
     assert "size" in proc.stdout and "busbw" in proc.stdout and "#wrong" in proc.stdout
@@ -54,8 +55,8 @@ def test_warm_up_bounded_by_time_keeps_ranks_in_step(tmp_path):
     agree on the number of rounds (a rank alone in one more round would hang the sweep)."""
     proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all_reduce,gather,sendrecv", "--warmup_ms", "300")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert doc["meta"]["bench"]["warmup_ms"] == 300
-    assert all(r[p]["nwrong"] == 0 for r in benchfile.rows(doc) for p in ("out_of_place", "in_place"))
+    assert doc.meta["bench"]["warmup_ms"] == 300
+    assert all(r[p]["nwrong"] == 0 for r in doc.every_cycle() for p in ("out_of_place", "in_place"))
 
 
 def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
@@ -63,17 +64,17 @@ def test_avg_half_min_aggregate_and_never_overwrite(tmp_path):
                       "-a", "2", "-r", "1", "-z", "-N", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # -N 2: each cycle printed and kept, as nccl-tests' --run_cycles; readers take the median per point
-    assert proc.stdout.count("cycle 2/2") == 3 and doc["meta"]["bench"]["run_cycles"] == 2
-    rows = benchfile.rows(doc)
+    assert proc.stdout.count("cycle 2/2") == 3 and doc.meta["bench"]["run_cycles"] == 2
+    rows = doc.every_cycle()
     assert sorted({r["cycle"] for r in rows}) == [0, 1]
     # each point's spread across its cycles goes in the file, and the table has a spread column
     assert all(set(r["spread_pct"]) == {"out_of_place", "in_place"} and isinstance(r["unstable"], bool) for r in rows)
     assert " spread" in proc.stdout
-    per_point = readers.load(str(tmp_path / "out.json")).rows
+    per_point = records.load(str(tmp_path / "out.json")).rows
     assert len(per_point) * 2 == len(rows) and {r["cycles"] for r in per_point} == {2}
     assert {r["type"] for r in rows} == {"half"} and {r["redop"] for r in rows} == {"avg"}
     assert {r["root"] for r in rows if r["collective"] == "reduce"} == {1}
-    assert doc["meta"]["bench"]["average"] == "min" and doc["meta"]["bench"]["blocking"] is True
+    assert doc.meta["bench"]["average"] == "min" and doc.meta["bench"]["blocking"] is True
     before = (tmp_path / "out.json").read_text()
     err = one_line_error(run(["-m", "nccl_bench", "bench", *SMALL, "--json", str(tmp_path / "out.json")]))
     assert "never overwritten" in err
@@ -84,11 +85,11 @@ def test_report_cputime_shows_host_time_per_launch(tmp_path):
     proc, doc = bench(tmp_path, "--nranks", "2", "-C", "1", "-N", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "host time per launch" in proc.stdout
-    for r in doc["results"]:
+    for r in json.loads((tmp_path / "out.json").read_text())["results"]:  # the file as nccl-tests writes it
         for place in ("out_of_place", "in_place"):
             assert set(r[place]) == {"cpu_time", "alg_bw", "bus_bw", "nwrong"}  # nccl-tests' -C 1 key
             assert r[place]["cpu_time"] == pytest.approx(r["host_us"][place]) and r[place]["cpu_time"] > 0
-    meta = doc["meta"]["bench"]
+    meta = doc.meta["bench"]
     assert meta["report_cputime"] is True and meta["launch"] == "python" and meta["local_register"] == 0
 
 
@@ -179,17 +180,17 @@ def test_median_over_cycles_per_point():
         r["cycle"] = cycle
         r["out_of_place"] = {"time": t, "alg_bw": 100 / t, "bus_bw": 200 / t, "nwrong": cycle}
         rows.append(r)
-    (one,) = readers.median_over_cycles(rows)
+    (one,) = bench_layouts.median_over_cycles(rows)
     assert one["cycles"] == 3 and "cycle" not in one
     assert one["out_of_place"] == {"time": 20.0, "alg_bw": 5.0, "bus_bw": 10.0, "nwrong": 3}
-    assert readers.median_over_cycles([_row(0)]) == [_row(0)]  # one cycle: untouched
+    assert bench_layouts.median_over_cycles([_row(0)]) == [_row(0)]  # one cycle: untouched
 
 
 def test_point_to_point_collectives_four_ranks_exact_in_and_out_of_place(tmp_path):
     proc, doc = bench(tmp_path, "--nranks", "4", "--collective", "gather,scatter,alltoallv,hypercube", "-r", "3",
                       "-b", "1K", "-e", "64K", "-f", "64")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = benchfile.rows(doc)
+    rows = doc.every_cycle()
     assert {r["collective"] for r in rows} == {"gather", "scatter", "alltoallv", "hypercube"} and len(rows) == 8
     for r in rows:
         assert r["out_of_place"]["nwrong"] == 0 and r["in_place"]["nwrong"] == 0  # the CPU checks in place too
@@ -206,13 +207,13 @@ def test_split_two_groups_of_two(tmp_path, monkeypatch):
     monkeypatch.setenv("NCCL_TESTS_SPLIT_MASK", "0x1")  # nccl-tests' variable: color = rank & 1
     proc, doc = bench(tmp_path, "--nranks", "4", "--collective", "all_reduce,hypercube", "-b", "4K", "-e", "4K")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = benchfile.rows(doc)
+    rows = doc.every_cycle()
     assert sorted((r["collective"], r["group"], r["color"], r["nranks"]) for r in rows) == [
         ("all_reduce", 0, 0, 2), ("all_reduce", 1, 1, 2), ("hypercube", 0, 0, 2), ("hypercube", 1, 1, 2)]
     assert all(r[p]["nwrong"] == 0 for r in rows for p in ("out_of_place", "in_place"))
     for r in rows:  # busbw for the group's 2 ranks: all_reduce's 2 (n-1) / n is 1, not 1.5 as for 4
         assert r["out_of_place"]["bus_bw"] == pytest.approx(r["out_of_place"]["alg_bw"])
-    assert doc["meta"]["bench"]["split"] == "AND 0x1" and "split AND 0x1: group 0 of 2" in proc.stdout
+    assert doc.meta["bench"]["split"] == "AND 0x1" and "split AND 0x1: group 0 of 2" in proc.stdout
 
 
 def test_split_colors():
@@ -257,5 +258,5 @@ def test_a_point_whose_cycles_differ_over_10_percent_is_flagged_unstable():
     text = table(rows, "t")
     assert text.count("UNSTABLE") == 2 and "2.5%" in text
     assert "# Unstable points      : 1 " in footer(rows)
-    (one8, _) = readers.median_over_cycles([r.to_json() for r in rows])
+    (one8, _) = bench_layouts.median_over_cycles([r.to_json() for r in rows])
     assert one8["unstable"] and one8["spread_pct"]["out_of_place"] > 18

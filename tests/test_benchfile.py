@@ -9,14 +9,15 @@ import sys
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.measure import benchfile
+from nccl_bench.records import bench as benchfile
 from nccl_bench.measure import collectives
-from nccl_bench.report import compare, readers
+from nccl_bench.report import compare
 from nccl_bench.core import stats
 from nccl_bench.bench.options import BenchOptions
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions
 from nccl_bench.measure.timing import TimingPlan
+from nccl_bench import records
 
 FIX = REPO / "tests" / "fixtures"
 THEIRS = [FIX / "nccltests_all_reduce_I1.json", FIX / "nccltests_alltoall.json"]
@@ -36,7 +37,7 @@ def per_iter_file(tmp_path_factory):
 
 def test_layout_has_every_key_the_analyzer_reads(per_iter_file):
     proc, out = per_iter_file
-    doc = json.loads(out.read_text())
+    doc = json.loads(out.read_text())  # the file as nccl-tests' analyzer reads it
     assert list(doc)[:11] == ["version", "start_time", "args", "env", "nccl_version", "config", "results",
                               "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"]
     assert doc["version"] == 2 and doc["kind"] == "bench" and doc["schema"] == benchfile.SCHEMA
@@ -61,7 +62,7 @@ def test_layout_has_every_key_the_analyzer_reads(per_iter_file):
         assert len(r["timestamp"]) == 19  # -S
     assert "# GPU memory usage : N/A (gloo runs on the CPU); host peak RSS" in proc.stdout  # -M
     assert "i_p99" in proc.stdout and "timestamp" in proc.stdout
-    res = readers.load(str(out))  # ours, read back: root an int again, per-iteration blocks kept
+    res = records.load(str(out))  # ours, read back: root an int again, per-iteration blocks kept
     assert res.kind == "bench" and res.nranks == 2 and res.rows[0]["root"] == -1
     assert "out_of_place_per_iter" in res.rows[0]
 
@@ -103,8 +104,8 @@ def test_timeout_fails_the_test_with_a_verdict(tmp_path):
                 "-c", "0", "-T", "0.3", "-J", str(out)], timeout=120)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "# test timeout: all_reduce did not finish within -T/--timeout 0.3 s" in proc.stdout
-    doc = json.loads(out.read_text())  # what was measured is kept, the error named
-    assert doc["errors"] and doc["meta"]["error"]["kind"] == "hang"
+    doc = records.load(str(out))  # what was measured is kept, the error named
+    assert doc.top["errors"] and doc.meta["error"]["kind"] == "hang"
 
 
 def test_every_op_and_root_unaligned_and_aggregated(tmp_path):
@@ -120,7 +121,7 @@ def test_every_op_and_root_unaligned_and_aggregated(tmp_path):
     assert [r["redop"] for r in doc["results"] if r["collective"] == "all_gather"] == ["none"]  # -o all: once
     assert all(r[p]["nwrong"] == 0 for r in doc["results"] for p in ("out_of_place", "in_place"))
     assert doc["config"]["aggregated_iterations"] == 2 and doc["config"]["parallel_init"] == "true"
-    assert doc["meta"]["bench"]["unalign_elements"] == 3
+    assert records.load(str(out)).meta["bench"]["unalign_elements"] == 3
 
 
 def test_every_type_skips_avg_on_integers():
@@ -159,26 +160,26 @@ def test_per_iter_inside_a_graph_is_refused():
 
 # --- files written by nccl-tests itself ----------------------------------------------------------
 def test_nccl_tests_files_read_as_bench_results():
-    ar, a2a = (readers.load(str(p)) for p in THEIRS)
+    ar, a2a = (records.load(str(p)) for p in THEIRS)
     assert ar.kind == "bench" and ar.nranks == 2 and ar.machine == "dgx-a" and ar.versions() == "NCCL 2.28.9"
     assert [r["collective"] for r in ar.rows] == ["all_reduce"] * 4  # named from args[0]: all_reduce_perf
     assert {(r["algo"], r["init"], r["root"]) for r in ar.rows} == {("default", "regular", -1)}
     assert "out_of_place_per_iter" in ar.rows[0] and "out_of_place_per_iter" not in ar.rows[-1]
     assert a2a.rows[0]["in_place"]["skipped"] and a2a.rows[0]["in_place"]["nwrong"] is None  # null placement
     assert a2a.rows[1]["in_place"]["nwrong"] is None and a2a.rows[1]["out_of_place"]["nwrong"] == 0
-    old = readers.load(str(FIX / "bench_gloo.json"))  # schema 1 ({kind, schema, meta, rows}) still reads
+    old = records.load(str(FIX / "bench_gloo.json"))  # schema 1 ({kind, schema, meta, rows}) still reads
     assert old.kind == "bench" and old.rows[0]["root"] == -1
 
 
 def test_report_and_compare_on_nccl_tests_files(tmp_path):
     slower = tmp_path / "nccltests_slower.json"
-    doc = json.loads(THEIRS[0].read_text())
+    doc = json.loads(THEIRS[0].read_text())  # nccl-tests' own layout, edited as it is
     for r in doc["results"]:
         for p in ("out_of_place", "in_place"):
             r[p]["bus_bw"] *= 0.8
             r[p]["time"] /= 0.8
     slower.write_text(json.dumps(doc))
-    rows = compare.bench(readers.load_all([str(slower)]), readers.load_all([str(THEIRS[0])]))
+    rows = compare.bench(records.load_all([str(slower)]), records.load_all([str(THEIRS[0])]))
     assert len(rows) == 8 and all(r["verdict"] == "regression" for r in rows)
     proc = run(["-m", "nccl_bench", "report", *map(str, THEIRS), str(FIX / "bench_gloo.json"), "--compare",
                 str(slower), "--out", str(tmp_path / "rep")], timeout=120)

@@ -19,6 +19,7 @@ import time
 import uuid
 
 from helpers import REPO, TOKEN_VAR, assert_no_survivors, one_line_error, run
+from nccl_bench import records
 
 ROUNDS = 100
 BASE = ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--rounds", str(ROUNDS), "--skew-max", "0.02",
@@ -108,9 +109,9 @@ def test_every_round_exactly_once_after_kills_at_random_moments(tmp_path):
     summaries = sorted(tmp_path.glob("j-summary*.json"))  # a kill after a run's summary: the resume adds one
     assert summaries
     for path in summaries:  # each whole (the cut one left no half file) and each agrees with the journal
-        doc = json.loads(path.read_text())
-        assert doc["rounds"] == ROUNDS and doc["rows"][0]["rounds"] == ROUNDS, path
-        assert doc["failures"] == sum(r["verdict"] != "ok" for r in rows) == 0, path
+        doc = records.load(str(path))
+        assert doc.top["rounds"] == ROUNDS and doc.rows[0]["rounds"] == ROUNDS, path
+        assert doc.top["failures"] == sum(r["verdict"] != "ok" for r in rows) == 0, path
     assert not list(tmp_path.glob(".*.tmp")) and not (tmp_path / "j.jsonl.lock").exists()
     print(f"{len(plan)} kill points in {time.monotonic() - t0:.0f} s (seed {seed}): rounds journaled before->after "
           + "; ".join(f"{k} {v}" for k, v in found.items()))

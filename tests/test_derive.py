@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nccl_bench.measure import profiles
+from nccl_bench.records import profiles
 from nccl_bench.accept import selection
 from nccl_bench.accept.derive import MARGIN, SIZE, derive, efficiency, expectations
 from nccl_bench.accept.topology import NodeFacts

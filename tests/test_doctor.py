@@ -1,5 +1,4 @@
 """doctor: real multi-process runs on gloo, the missing-rank verdict, bad input, and the checks' logic."""
-import json
 import os
 import socket
 import time
@@ -10,10 +9,11 @@ import pytest
 
 from helpers import one_line_error, run
 from nccl_bench.accept import gpuchecks as gpu
-from nccl_bench.measure import gpucounters
+from nccl_bench.core import gpucounters
 from nccl_bench.accept import hostchecks as host
 from nccl_bench.accept import xid
 from nccl_bench.comm import gpu_count
+from nccl_bench import records
 
 NO_GPU = gpu_count() == 0
 
@@ -30,7 +30,7 @@ def test_doctor_two_ranks_on_gloo(tmp_path):
                 "--json", str(out), "--junit", str(xml)], timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "doctor PASS" in proc.stdout
-    rows = json.loads(out.read_text())["rows"]
+    rows = records.load(str(out)).rows
     by = {(r["rank"], r["name"]): r for r in rows}
     assert by[(None, "ranks_alive")]["status"] == "pass"
     for rank in (0, 1):

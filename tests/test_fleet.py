@@ -11,6 +11,7 @@ import pytest
 from helpers import one_line_error, run
 from nccl_bench.core.results import SCHEMA_VERSION
 from nccl_bench.fleet import outliers as fleet
+from nccl_bench import records
 
 G = 1 << 30
 BASE = {"all_reduce:17179869184": 470.0, "all_gather:1073741824": 360.0, "reduce_scatter:1073741824": 362.0,
@@ -52,8 +53,8 @@ def test_a_slow_node_and_a_wrong_node_are_named_and_no_other(tmp_path):
     assert "12 wrong values" in bad[1]
     out = tmp_path / "out"
     assert {p.name for p in out.iterdir()} == {"fleet.md", "fleet.png", "fleet.json", "fleet.xml"}
-    doc = json.loads((out / "fleet.json").read_text())
-    assert sum(r["flagged"] for r in doc["rows"]) == 2 and doc["meta"]["nodes"] == 40
+    doc = records.load(str((out / "fleet.json")))
+    assert sum(r["flagged"] for r in doc.rows) == 2 and doc.meta["nodes"] == 40
     assert 'failures="2"' in (out / "fleet.xml").read_text()
 
 

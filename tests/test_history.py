@@ -83,11 +83,14 @@ def test_versions_stamped_by_the_asv_plugin_are_shown(tmp_path):
     assert "torch 2.11.0+cu130, nccl 2.28.9, driver 580.159.04" in (tmp_path / "r" / "report.md").read_text()
 
 
-def test_a_folder_that_is_not_asv_results_is_one_line(tmp_path):
+def test_a_folder_of_files_that_are_not_results_is_one_line(tmp_path):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "a.json").write_text("{}")
     err = one_line_error(report(str(tmp_path / "x"), "--out", str(tmp_path / "r")))
-    assert "not asv results" in err and not (tmp_path / "r").exists()
+    assert "a.json: not a result of nccl-bench" in err and not (tmp_path / "r").exists()
+    (tmp_path / "y").mkdir()
+    err = one_line_error(report(str(tmp_path / "y"), "--out", str(tmp_path / "r")))
+    assert "a folder with no result files in it" in err and not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("unit,values,worse", [

@@ -1,5 +1,4 @@
 """`init`: per-phase init latency on real gloo jobs; failures counted, never dropped; bad input."""
-import json
 import re
 
 import pytest
@@ -8,8 +7,9 @@ from helpers import one_line_error, run
 from nccl_bench.init import command as initbench
 from nccl_bench.core import stats
 from nccl_bench.core.errors import UsageError
-from nccl_bench.comm.plan import PHASES
-from nccl_bench.measure.initrows import failures, stale_rounds, summarize
+from nccl_bench.records.init import PHASES
+from nccl_bench.records.init import failures, stale_rounds, summarize
+from nccl_bench import records
 
 PHASE_KEYS = [key for _, key in PHASES]
 
@@ -17,14 +17,14 @@ PHASE_KEYS = [key for _, key in PHASES]
 def init_job(tmp_path, *args, timeout=120):
     out = tmp_path / "init.json"
     proc = run(["-m", "nccl_bench", "init", "--backend", "gloo", "--json", str(out), *args], timeout=timeout)
-    doc = json.loads(out.read_text()) if out.exists() else None
+    doc = records.load(str(out)) if out.exists() else None
     return proc, doc
 
 
 def test_all_modes_every_phase_table_and_json(tmp_path):
     proc, doc = init_job(tmp_path, "--nranks", "3", "--rounds", "2", "--warmup", "1", "--ranks-per-root", "1",
                          "--timeout", "5")
-    rows = doc["rows"]
+    rows = doc.rows
     # no skew and a fresh key per round: regular and scoped never fail; stock may (natural jitter)
     assert all(r["outcome"] == "ok" for r in rows if r["mode"] != "stock")
     stock_failed = any(r["outcome"] != "ok" for r in rows)
@@ -34,9 +34,9 @@ def test_all_modes_every_phase_table_and_json(tmp_path):
     for label, _ in PHASES:
         assert label in proc.stdout
     assert "median ms" in proc.stdout and "p99 ms" in proc.stdout
-    assert doc["kind"] == "init"
-    assert doc["meta"]["versions"]["torch"] and doc["meta"]["backend"] == "gloo"
-    assert doc["meta"]["params"]["complete"] is True
+    assert doc.kind == "init"
+    assert doc.meta["versions"]["torch"] and doc.meta["backend"] == "gloo"
+    assert doc.meta["params"]["complete"] is True
     assert len(rows) == 3 * 3 * 3  # modes x (rounds + warm-up) x ranks
     assert {(r["mode"], r["round"], r["rank"]) for r in rows} == {
         (m, k, r) for m in ("regular", "stock", "scoped") for k in range(3) for r in range(3)}
@@ -51,7 +51,7 @@ def test_all_modes_every_phase_table_and_json(tmp_path):
 def test_skewed_stock_failures_are_counted_not_dropped(tmp_path):
     proc, doc = init_job(tmp_path, "--nranks", "3", "--rounds", "4", "--warmup", "0", "--init", "stock",
                          "--ranks-per-root", "1", "--skew-max", "0.2", "--seed", "3", "--timeout", "1")
-    rows = doc["rows"]
+    rows = doc.rows
     failed = [r for r in rows if r["outcome"] != "ok"]
     assert failed, "stock under 0.2 s skew with every rank a root should read stale IDs"
     assert proc.returncode == 1, proc.stderr[-2000:]  # ran, and inits failed

@@ -20,9 +20,9 @@ from nccl_bench.core import results
 
 # The house: shared floors (each imports only those below it), then stress (a top-level package built on
 # the floors), then the features (each one room, never importing another), then the table of commands.
-FLOORS = {"core": 0, "comm": 1, "job": 2, "measure": 3}
+FLOORS = {"core": 0, "records": 1, "comm": 2, "job": 3, "measure": 4}
 FEATURES = ("bench", "init", "accept", "locate", "fleet", "replay", "report", "asv")
-LEVEL = {**FLOORS, "stress": 4, **{f: 5 for f in FEATURES}, "commands": 6}
+LEVEL = {**FLOORS, "stress": 5, **{f: 6 for f in FEATURES}, "commands": 7}
 MAX_LINES = 350
 MAX_FUNCTION_LINES = 60
 PRODUCT = ("nccl_bench", "stress", "benchmarks")

@@ -11,6 +11,7 @@ import pytest
 from helpers import REPO, one_line_error, run
 from nccl_bench.locate.pairs import tournament
 from nccl_bench.locate.halves import halves
+from nccl_bench import records
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 16])
@@ -30,21 +31,21 @@ def locate(tmp_path, inject: str, *args):
     proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "8", "--timeout", "30",
                 "--json", str(out), *args], timeout=240,
                env={"NCCL_BENCH_FAKE_NODES": "4x2", "NCCL_BENCH_LOCATE_INJECT": inject})
-    doc = json.loads(out.read_text()) if out.exists() else None
+    doc = records.load(str(out)) if out.exists() else None
     return proc, doc
 
 
 def named(doc) -> list[tuple[str, list[int]]]:
-    return [(s["what"], s["ranks"]) for s in doc["meta"]["suspects"]]
+    return [(s["what"], s["ranks"]) for s in doc.meta["suspects"]]
 
 
 def test_healthy_names_nobody_and_writes_json_heatmap_junit(tmp_path):
     proc, doc = locate(tmp_path, "", "--junit", str(tmp_path / "locate.xml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [] and "locate: no suspect" in proc.stdout
-    assert len(doc["rows"]) == 8 * 7 and {r["class"] for r in doc["rows"]} == {"same node", "network"}
-    assert doc["meta"]["nodes"] == ["node-a", "node-a", "node-b", "node-b", "node-c", "node-c", "node-d", "node-d"]
-    assert len(doc["meta"]["bisection"]) == 1  # the world's all_reduce only
+    assert len(doc.rows) == 8 * 7 and {r["class"] for r in doc.rows} == {"same node", "network"}
+    assert doc.meta["nodes"] == ["node-a", "node-a", "node-b", "node-b", "node-c", "node-c", "node-d", "node-d"]
+    assert len(doc.meta["bisection"]) == 1  # the world's all_reduce only
     assert (tmp_path / "locate-0.png").read_bytes()[:4] == b"\x89PNG"
     assert 'status="pass"' in (tmp_path / "locate.xml").read_text() or "failures=\"0\"" in (tmp_path / "locate.xml").read_text()
 
@@ -54,21 +55,21 @@ def test_a_slow_sender_is_named_and_only_it(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("rank", [5])], proc.stdout
     assert "SUSPECT rank 5 (node-c GPU 1): every pair it sends on" in proc.stdout
-    assert len(doc["meta"]["bisection"]) - 1 <= 2 * 3  # at most 2 * ceil(log2 8) below the world's
+    assert len(doc.meta["bisection"]) - 1 <= 2 * 3  # at most 2 * ceil(log2 8) below the world's
 
 
 def test_a_pair_slow_only_between_each_other_is_named_as_a_pair(tmp_path):
     proc, doc = locate(tmp_path, "slow-pair:2:6:0.03")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("pair", [2, 6])], proc.stdout
-    assert "both directions" in doc["meta"]["suspects"][0]["evidence"][0]
+    assert "both directions" in doc.meta["suspects"][0]["evidence"][0]
 
 
 def test_a_corrupting_rank_is_named_by_the_bisection(tmp_path):
     proc, doc = locate(tmp_path, "corrupt:3")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("rank", [3])], proc.stdout
-    steps = doc["meta"]["bisection"]
+    steps = doc.meta["bisection"]
     assert [g["members"] for g in steps[-1]["groups"]] == [[2], [3]] and len(steps) - 1 <= 2 * 3
 
 
@@ -80,7 +81,7 @@ def test_bad_input_is_one_line_and_exit_2(args, says):
 
 
 def test_accept_locate_runs_locate_when_accept_fails(tmp_path):
-    from nccl_bench.measure.profiles import BUILTIN_DIR
+    from nccl_bench.records.profiles import BUILTIN_DIR
     profile = json.loads((BUILTIN_DIR / "gloo-cpu.json").read_text())
     for floor in profile["busbw_min_GBps"]:
         floor["min"] = 1e6  # no machine meets it: accept fails, and locate follows the world's all_reduce
@@ -99,9 +100,9 @@ def test_one_rank_says_pairs_need_two_and_checks_its_gpu(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     said = [line for line in proc.stdout.splitlines() if "need two ranks" in line]
     assert len(said) == 1 and "Traceback" not in proc.stderr
-    doc = json.loads(out.read_text())
-    assert doc["meta"]["single_rank"] and doc["meta"]["verdict"] == "HEALTHY" and doc["rows"] == []
-    assert doc["meta"]["checks"][0]["gpu"]["why"].startswith("no GPU")
+    doc = records.load(str(out))
+    assert doc.meta["single_rank"] and doc.meta["verdict"] == "HEALTHY" and doc.rows == []
+    assert doc.meta["checks"][0]["gpu"]["why"].startswith("no GPU")
 
 
 @pytest.mark.parametrize("nnodes", [2, 3])
@@ -157,7 +158,7 @@ def test_agents_on_one_machine_with_their_own_nccl_hostid_are_two_nodes(tmp_path
     assert "locate: 2 ranks on 2 node(s)" in text, text[-3000:]
     assert all(code in (0, 1) for code, _, _ in got), text[-3000:]  # two ranks on a busy CPU: one way may lag
     assert not [x for x in text.splitlines() if x.startswith("SUSPECT") and "same node" in x], text[-3000:]
-    rows = json.loads(out.read_text())["rows"]
+    rows = records.load(str(out)).rows
     assert {r["class"] for r in rows} == {"network"}  # no NVLink (or other same-node) pair
     assert {r["src_node"] for r in rows} == {f"{socket.gethostname()}:a", f"{socket.gethostname()}:b"}
 

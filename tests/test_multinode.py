@@ -13,6 +13,7 @@ import pytest
 
 import netns
 from helpers import REPO
+from nccl_bench import records
 
 WHY_NOT = netns.why_not()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no nodes on this machine: {WHY_NOT}")
@@ -78,7 +79,7 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
     code, out, err = got[0]
     assert code == 1, out[-2000:] + err[-2000:]  # stock's stale IDs fail rounds; the job says so
     rows = rounds(journal)
-    assert json.loads(journal.read_text().splitlines()[0])["meta"]["hosts"] == ["node0", "node1"]
+    assert records.load(str(journal)).meta["hosts"] == ["node0", "node1"]
     stock = [r for r in rows if r["mode"] == "stock"]
     scoped = [r for r in rows if r["mode"] == "scoped"]
     assert len(stock) == len(scoped) == 5 and all(r["verdict"] == "ok" for r in scoped)
@@ -90,8 +91,8 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
     assert f"rank {s['rank']} on {node} used root {s['root']}'s ID from round" in line, line
     assert "on node1" in " ".join(r["diagnosis"] for r in stale), line  # the other node named too
     assert bench[0][0] == 0, bench[0][1][-2000:] + bench[0][2][-2000:]  # bench all_reduce across the nodes
-    doc = json.loads((tmp_path / "bench.json").read_text())
-    assert doc["meta"]["hosts"] == ["node0", "node1"] and doc["results"][0]["out_of_place"]["nwrong"] == 0
+    doc = records.load(str(tmp_path / "bench.json"))
+    assert doc.hosts == ["node0", "node1"] and doc.rows[0]["out_of_place"]["nwrong"] == 0
     print(f"\nstress + bench 2 nodes x 2 (srun): {time.monotonic() - t0:.1f} s; {line[:200]}")
 
 
@@ -171,7 +172,7 @@ def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
     suspects = [x for x in out.splitlines() if x.startswith("SUSPECT")]
     assert suspects and suspects[0].startswith("SUSPECT node1's network link:"), out[-3000:]
     assert not any("GPU" in x.split(":")[0] for x in suspects), suspects  # no rank, no GPU named
-    rows = json.loads(located.read_text())["rows"]
+    rows = records.load(str(located)).rows
     classes = {(r["src_node"] == r["dst_node"], r["class"]) for r in rows}
     assert classes == {(True, "same node"), (False, "network")}, classes
     print(f"\nlocate 3 nodes x 2 (srun, node1 at 8 Mbit/s): {time.monotonic() - t0:.1f} s; {suspects[0][:200]}")
@@ -202,7 +203,7 @@ def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
     # no InfiniBand or RoCE here: measured over sockets and said, not failed
     said = next(x for x in out.splitlines() if "network busbw all_reduce 1 MiB (2 nodes)" in x)
     assert said.startswith("SKIP") and "socket transport, measured, not judged" in said, said
-    net = json.loads(files[1].read_text())["meta"]["network"]
+    net = records.load(str(files[1])).meta["network"]
     assert net["nodes"] == 2 and net["floor_GBps"] is None and net["busbw_GBps"] > 0
     fleet = subprocess.run([PY, "-m", "nccl_bench", "fleet", *map(str, files), "--out", str(tmp_path / "fleet")],
                            cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.measure import profiles
+from nccl_bench.records import profiles
 from nccl_bench.accept import selection
 from nccl_bench.accept import verdicts
 from nccl_bench.core.errors import UsageError

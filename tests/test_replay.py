@@ -12,6 +12,7 @@ import pytest
 
 from helpers import REPO, one_line_error, run, run_ranks
 from nccl_bench.replay import traces
+from nccl_bench import records
 
 JOB = REPO / "tests" / "jobs" / "frjob.py"
 RANKS = 4
@@ -37,12 +38,12 @@ def test_a_real_jobs_dumps_replay_its_sequence_exactly(dumps, tmp_path):
     out = tmp_path / "replay.json"
     proc = replay(*dump_files(dumps), "-n", "3", "-w", "1", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(out.read_text())
-    assert doc["kind"] == "replay" and doc["meta"]["replay"]["source"] == "flight recorder"
-    ran = doc["meta"]["replay"]["ran"]
+    doc = records.load(str(out))
+    assert doc.kind == "replay" and doc.meta["replay"]["source"] == "flight recorder"
+    ran = doc.meta["replay"]["ran"]
     for r in range(RANKS):  # per rank: the same calls, sizes, dtypes and groups, in order
         assert ran[str(r)] == json.loads((dumps / f"called_rank{r}.json").read_text()), r
-    rows = doc["rows"]
+    rows = doc.rows
     assert sum(r["nwrong"] for r in rows) == 0
     kinds = {r["collective"] for r in rows}
     assert {"all_reduce", "all_gather", "broadcast", "alltoall", "reduce"} <= kinds
@@ -103,7 +104,7 @@ def test_a_hand_written_workload_runs_and_is_judged(tmp_path):
     out = tmp_path / "r.json"
     proc = replay(str(path), "-n", "2", "--json", str(out), "--max-slowdown", "1.5")
     assert proc.returncode == 0, proc.stdout + proc.stderr  # 1 s per call in the "job": never slower here
-    rows = json.loads(out.read_text())["rows"]
+    rows = records.load(str(out)).rows
     assert sum(r["nwrong"] for r in rows) == 0
     by = {(r["collective"], tuple(r["group_ranks"])): r for r in rows}
     assert by[("all_gather", (0, 2))]["calls"] == 2 and by[("all_gather", (0, 2))]["trace_time_us"] == 1e6
@@ -153,9 +154,9 @@ def test_a_profiler_trace_replays_with_the_jobs_durations(tmp_path):
     proc = replay(str(tmp_path / "trace_rank0.json"), str(tmp_path / "trace_rank1.json"), "-n", "2",
                   "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(out.read_text())
-    assert {r["trace_time_us"] for r in doc["rows"]} == {150.0, 120.0, 9.0}
-    assert doc["meta"]["sequence"]["trace_us"] == 3 * (150 + 120 + 9)
+    doc = records.load(str(out))
+    assert {r["trace_time_us"] for r in doc.rows} == {150.0, 120.0, 9.0}
+    assert doc.meta["sequence"]["trace_us"] == 3 * (150 + 120 + 9)
 
 
 # --- bad input --------------------------------------------------------------------------------------

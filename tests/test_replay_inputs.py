@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, one_line_error, run, run_ranks
+from nccl_bench import records
 
 JOB = REPO / "tests" / "jobs" / "callsjob.py"
 RANKS = 4
@@ -33,8 +34,9 @@ def test_every_call_a_job_makes_is_replayed_as_issued_or_named(calls, tmp_path):
     out = tmp_path / "r.json"
     proc = run(["-m", "nccl_bench", "replay", *dumps, "-n", "2", "-w", "0", "--json", str(out)], timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doc = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the result: not strict JSON"))
-    meta = doc["meta"]["replay"]
+    json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the result: not strict JSON"))
+    doc = records.load(str(out))
+    meta = doc.meta["replay"]
     assert not meta["stopped"], meta["stopped"]  # the job had no desync, and none is said
     said = " ".join(meta["notes"] + meta["skipped"]) + proc.stdout
     for r in range(RANKS):
@@ -44,7 +46,7 @@ def test_every_call_a_job_makes_is_replayed_as_issued_or_named(calls, tmp_path):
         for _, words in (x for x in expect if x[0] == "named"):
             assert words in said, (words, said[:2000])
     assert "barrier call(s) over all ranks, each run as a one-element all_reduce" in proc.stdout
-    assert all(row["nwrong"] == 0 for row in doc["rows"])
+    assert all(row["nwrong"] == 0 for row in doc.rows)
 
 
 def dump(entries, pg_config=None) -> bytes:
@@ -162,7 +164,7 @@ def test_a_replay_starts_only_the_ranks_that_have_calls(tmp_path):
     proc = run(["-m", "nccl_bench", "replay", str(tmp_path / "fr_rank0.pkl"), str(tmp_path / "fr_rank15.pkl"),
                 "--backend", "gloo", "-n", "1", "-w", "0", "--json", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(out.read_text())["meta"]["replay"]["nranks"] == 2
+    assert records.load(str(out)).meta["replay"]["nranks"] == 2
     assert "ranks renumbered to the 2 that have calls: 15 -> 1" in proc.stdout
     w = tmp_path / "w.json"
     w.write_text(json.dumps({"format": "nccl-bench-workload/1", "ranks": 12, "groups": {"pair": [3, 7]},
@@ -170,7 +172,7 @@ def test_a_replay_starts_only_the_ranks_that_have_calls(tmp_path):
     out2 = tmp_path / "r2.json"
     proc = run(["-m", "nccl_bench", "replay", str(w), "--backend", "gloo", "-n", "1", "-w", "0", "--json", str(out2)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(out2.read_text())["meta"]["replay"]["nranks"] == 2
+    assert records.load(str(out2)).meta["replay"]["nranks"] == 2
 
 
 def test_an_all_to_all_with_uneven_splits_from_a_profiler_trace_runs_as_the_job_split_it(tmp_path):
@@ -196,7 +198,7 @@ def test_an_all_to_all_with_uneven_splits_from_a_profiler_trace_runs_as_the_job_
     proc = run(["-m", "nccl_bench", "replay", str(tmp_path), "--backend", "gloo", "-n", "1", "-w", "0",
                 "--json", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = json.loads(out.read_text())["rows"]
+    rows = records.load(str(out)).rows
     assert any(r["collective"] == "alltoall" and r["nwrong"] == 0 for r in rows), rows
 
 
@@ -212,5 +214,5 @@ def test_send_and_recv_from_nccl_dumps_are_replayed(tmp_path):
     proc = run(["-m", "nccl_bench", "replay", str(tmp_path), "--backend", "gloo", "-n", "1", "-w", "0",
                 "--json", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = {r["collective"]: r for r in json.loads(out.read_text())["rows"]}
+    rows = {r["collective"]: r for r in records.load(str(out)).rows}
     assert rows["send/recv"]["bytes"] == 17 * 4 and rows["send/recv"]["nwrong"] == 0, rows

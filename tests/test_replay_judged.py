@@ -7,7 +7,7 @@ import random
 
 from nccl_bench.core.results import SCHEMA_VERSION
 from nccl_bench.accept import golden
-from nccl_bench.measure import profiles
+from nccl_bench.records import profiles
 from nccl_bench.accept import verdicts
 from nccl_bench.fleet import outliers as fleet
 

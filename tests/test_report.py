@@ -5,11 +5,13 @@ import json
 import math
 import random
 import re
+from pathlib import Path
 
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.report import anchors, compare, plot, readers
+from nccl_bench import records
+from nccl_bench.report import anchors, compare, plot
 from nccl_bench.core.errors import UsageError
 
 FIX = REPO / "tests" / "fixtures"
@@ -23,22 +25,22 @@ def report(*args, timeout=120):
 
 
 def doctored(src, dst, edit):
-    doc = json.loads(src.read_text())
-    edit(doc)
-    dst.write_text(json.dumps(doc))
-    return dst
+    """The file read through records, edited, written back as its kind (bench: schema 1, which still reads)."""
+    res = records.load(str(src))
+    edit(res)
+    return records.write(res.kind, res.every_cycle(), res.meta, dst)
 
 
 def as_h200(doc, graph=0):
     """The fixture's rows with a 2 x H200 metadata block: draws the link peak and nccl-tests' anchors."""
-    doc["meta"].update(machine="h200x2", backend="nccl", links=[{"gpus": [0, 1], "link": "NV18"}],
-                       gpus=[{"index": i, "name": "NVIDIA H200", "memory_gib": 139.8} for i in range(2)])
-    doc["meta"]["versions"].update(torch="2.11.0+cu130", nccl="2.28.9")
-    doc["meta"]["bench"]["cudagraph"] = graph
+    doc.meta.update(machine="h200x2", backend="nccl", links=[{"gpus": [0, 1], "link": "NV18"}],
+                    gpus=[{"index": i, "name": "NVIDIA H200", "memory_gib": 139.8} for i in range(2)])
+    doc.meta["versions"].update(torch="2.11.0+cu130", nccl="2.28.9")
+    doc.meta["bench"]["cudagraph"] = graph
 
 
 def lower_busbw(doc, factor=0.9):
-    for row in doc["rows"]:
+    for row in doc.rows:
         for place in ("out_of_place", "in_place"):
             row[place]["bus_bw"] *= factor
 
@@ -87,14 +89,14 @@ def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
     out = tmp_path / "rep"
     proc = report(slower, "--compare", FIX / "bench_gloo.json", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    rows = compare.bench(readers.load_all([str(slower)]), readers.load_all([str(FIX / "bench_gloo.json")]))
+    rows = compare.bench(records.load_all([str(slower)]), records.load_all([str(FIX / "bench_gloo.json")]))
     assert rows and all(r["verdict"] == "regression" and math.isclose(r["ratio"], 0.9) for r in rows)
     assert f"{len(rows)} regression(s), 0 improvement(s)" in proc.stdout
     md = (out / "report.md").read_text()
     assert not re.search(r"\|\s*no change\s*\|", md) and re.search(r"\|\s*regression\s*\|", md)
     assert str(slower) in md and str(FIX / "bench_gloo.json") in md
     # and the other way round: the original run is an improvement on the slower copy
-    back = compare.bench(readers.load_all([str(FIX / "bench_gloo.json")]), readers.load_all([str(slower)]))
+    back = compare.bench(records.load_all([str(FIX / "bench_gloo.json")]), records.load_all([str(slower)]))
     assert all(r["verdict"] == "improvement" for r in back)
     # for CI: the same comparison exits 1 with --fail-on-regression, after writing its report
     strict = report(slower, "--compare", FIX / "bench_gloo.json", "--out", tmp_path / "strict",
@@ -110,16 +112,16 @@ def test_noise_widens_the_spread_and_a_step_is_still_found(tmp_path):
     rng = random.Random(1)
 
     def noisy(doc, step=1.0):
-        for row in doc["rows"]:
+        for row in doc.rows:
             for place in ("out_of_place", "in_place"):
                 f = math.exp(rng.gauss(0, 0.05)) * (step if row["size"] >= 1 << 17 else 1.0)
                 row[place]["bus_bw"] *= f
                 row[place]["time"] /= f
-    base = readers.load_all([str(FIX / "bench_gloo.json")])
-    calm = compare.bench(readers.load_all([str(doctored(FIX / "bench_gloo.json", tmp_path / "a.json", noisy))]),
+    base = records.load_all([str(FIX / "bench_gloo.json")])
+    calm = compare.bench(records.load_all([str(doctored(FIX / "bench_gloo.json", tmp_path / "a.json", noisy))]),
                          base)
     assert sum(r["verdict"] != "no change" for r in calm) <= 2, [r for r in calm if r["verdict"] != "no change"]
-    stepped = compare.bench(readers.load_all([str(doctored(FIX / "bench_gloo.json", tmp_path / "b.json",
+    stepped = compare.bench(records.load_all([str(doctored(FIX / "bench_gloo.json", tmp_path / "b.json",
                                                            lambda d: noisy(d, 0.75)))]), base)
     big = [r for r in stepped if r["size"] >= 1 << 17]
     assert sum(r["verdict"] == "regression" for r in big) >= 0.8 * len(big)
@@ -163,12 +165,12 @@ def bad_files(tmp):
 def test_bad_files_are_usage_errors_naming_the_file(tmp_path):
     for name, path in bad_files(tmp_path).items():
         with pytest.raises(UsageError) as e:
-            readers.load(str(path))
+            records.load(str(path), need_rows=True)  # as the report reads
         assert str(path) in str(e.value) and "\n" not in str(e.value), (name, e.value)
     with pytest.raises(UsageError, match="schema version 99"):
-        readers.load(str(tmp_path / "schema99.json"))
+        records.load(str(tmp_path / "schema99.json"))
     with pytest.raises(UsageError, match="no such file"):
-        readers.load(str(tmp_path / "missing.json"))
+        records.load(str(tmp_path / "missing.json"))
 
 
 @pytest.mark.parametrize("name", ["empty.json", "foreign.json", "schema99.json"])
@@ -200,7 +202,7 @@ def test_rows_of_other_types_ops_roots_and_groups_stay_apart():
     rows = [{**base, "type": t, "redop": op, "root": root, **({"group": g} if g is not None else {})}
             for t, op, root, g in [("float", "sum", 0, None), ("half", "sum", 0, None), ("float", "max", 0, None),
                                    ("float", "sum", 1, None), ("float", "sum", 0, 1)]]
-    res = readers.Result(Path("x.json"), "x.json", "bench", {}, rows)
+    res = records.Result(Path("x.json"), "x.json", "bench", {}, rows)
     series = {k[1] for k in compare._bench_points([res]) if k[2] == "out_of_place"}
     assert series == {"default, regular", "default, regular, half", "default, regular, max",
                       "default, regular, root 1", "default, regular, group 1"}
@@ -224,13 +226,41 @@ def test_a_line_cut_by_a_kill_is_named_and_the_rounds_read_counted(tmp_path):
 def test_a_difference_within_a_points_own_spread_is_noise_not_a_regression(tmp_path):
     def with_spread(pct):
         def edit(doc):
-            for row in doc["rows"]:
+            for row in doc.rows:
                 row["spread_pct"] = {"out_of_place": pct, "in_place": pct}
         return edit
     base = FIX / "bench_gloo.json"
     noisy = doctored(base, tmp_path / "noisy.json", lambda d: (lower_busbw(d), with_spread(15.0)(d)))
     steady = doctored(base, tmp_path / "steady.json", lambda d: (lower_busbw(d), with_spread(1.0)(d)))
-    rows = compare.bench(readers.load_all([str(noisy)]), readers.load_all([str(base)]))
+    rows = compare.bench(records.load_all([str(noisy)]), records.load_all([str(base)]))
     assert rows and all(r["verdict"] == "no change" and r["spread_pct"] == 15.0 for r in rows)
-    rows = compare.bench(readers.load_all([str(steady)]), readers.load_all([str(base)]))
+    rows = compare.bench(records.load_all([str(steady)]), records.load_all([str(base)]))
     assert rows and all(r["verdict"] == "regression" for r in rows)
+
+
+# one file of every kind: NCCL's where a GPU run wrote one (results/), the rest this suite's gloo fixtures
+EVERY_KIND = {
+    "bench": "results/h200x2/asv/bench_direct.json", "init": "results/h200x1/onegpu/init.json",
+    "init-simulate": "results/h200x2/init/init_sim4096.json", "stress": "tests/fixtures/stress_gloo.jsonl",
+    "stress-summary": "results/h200x2/nvtx/nvtx-summary.json", "doctor": "results/h200x2/accept/doctor_nccl.json",
+    "accept": "results/h100x1/accept/accept_golden.json", "locate": "results/h100x1/accept/locate.json",
+    "fleet": "results/h100x1/accept/fleet.json", "replay": "results/h100x2/replay/replay_kineto_torch_1.json",
+    "leakcheck": "results/h100x1/soak/bisect/bisect_ours.json", "asv": "tests/fixtures/asv_cpu.json",
+}
+
+
+def test_a_folder_of_every_kind_gets_a_section_each(tmp_path):
+    import shutil
+    folder = tmp_path / "all"
+    folder.mkdir()
+    for kind, path in EVERY_KIND.items():
+        shutil.copy(REPO / path, folder / f"{kind}{Path(path).suffix}")
+    records.write("copies", [{"gpu": 0, "device_GBps": 2963.0, "h2d_GBps": 55.2, "d2h_GBps": 55.2}],
+                  {"bytes": 512 << 20}, folder / "copies.json")
+    assert {r.kind for r in records.load_all([str(folder)])} == {*records.KINDS, "asv"}
+    proc = report(folder, "--out", tmp_path / "rep")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = (tmp_path / "rep" / "report.md").read_text()
+    for kind in records.KINDS:
+        assert f"## {records.KINDS[kind].title}" in text or kind == "asv", kind
+    assert "Sequence per pass:" in text and "| call " in text  # replay: its rows, the ratio, the sequence

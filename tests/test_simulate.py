@@ -1,16 +1,16 @@
 """The scale model: simulated ranks against one real TCPStore; op counts and stale reads."""
-import json
 
 import pytest
 
 from helpers import run
 from nccl_bench.core.errors import UsageError
 from nccl_bench.init.scale import SimulateOptions, estimate_bytes
+from nccl_bench import records
 
 
 def rows_by_config(doc):
     out = {}
-    for r in doc["rows"]:
+    for r in doc.rows:
         out.setdefault((r["mode"], r["ranks_per_root"]), []).append(r)
     return out
 
@@ -21,8 +21,8 @@ def test_256_ranks_stock_reads_stale_ids_scoped_and_regular_never(tmp_path):
                 "--json", str(out)], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "256 simulated ranks" in proc.stdout.splitlines()[0]  # said before starting
-    doc = json.loads(out.read_text())
-    assert doc["kind"] == "init-simulate" and doc["meta"]["params"]["complete"]
+    doc = records.load(str(out))
+    assert doc.kind == "init-simulate" and doc.meta["params"]["complete"]
     configs = rows_by_config(doc)
     assert set(configs) == {("regular", None)} | {(m, k) for m in ("stock", "scoped") for k in (1, 8, 128)}
     for (mode, k), rows in configs.items():
@@ -51,7 +51,7 @@ def test_readers_are_sampled_above_the_read_budget(tmp_path):
     proc = run(["-m", "nccl_bench", "init", "--simulate-ranks", "512", "--init", "scoped", "--ranks-per-root", "1",
                 "--read-budget", "4096", "--json", str(out)], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = json.loads(out.read_text())["rows"]
+    rows = records.load(str(out)).rows
     assert len(rows) == 2
     for r in rows:
         assert r["sampled"] and r["readers"] == 8  # 4096 key reads / 512 roots

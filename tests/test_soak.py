@@ -15,12 +15,13 @@ from nccl_bench.core import resources
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.stats import percentile
 from nccl_bench.core.streaming import EXACT_CAP, Quantiles, Trend
-from nccl_bench.measure.leaks import LeakWatch, floor_of
+from nccl_bench.core.leaks import LeakWatch, floor_of
 from stress.diagnose import History
 from stress.inject import Injection
-from stress.loop import ranges
+from stress.keeper import ranges
 from stress.record import RankRecord
 from stress.storekeys import Sweeper, own_keys
+from nccl_bench import records
 
 ARGS = ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--skew-max", "0", "--leak-every", "10"]
 
@@ -53,9 +54,9 @@ def test_init_leak_check_samples_a_bare_loop(tmp_path):
     proc = run(["-m", "nccl_bench", "init", "--backend", "gloo", "--nranks", "2", "--leak-check", "60",
                 "--leak-every", "5", "--leak-warmup", "10", "--json", str(out)], timeout=120)
     assert proc.returncode in (0, 1), (proc.stdout, proc.stderr)
-    doc = json.loads(out.read_text())
-    assert {r["resource"] for r in doc["rows"]} >= {"rss_bytes", "fds", "threads", "store_keys"}
-    assert all(r["samples"] >= 5 for r in doc["rows"]), doc["rows"]
+    doc = records.load(str(out))
+    assert {r["resource"] for r in doc.rows} >= {"rss_bytes", "fds", "threads", "store_keys"}
+    assert all(r["samples"] >= 5 for r in doc.rows), doc.rows
     assert "leak watch:" in proc.stdout and "60 inits in" in proc.stdout
 
 

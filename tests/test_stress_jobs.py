@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from helpers import REPO, TOKEN_VAR, assert_no_survivors, one_line_error, run
+from nccl_bench import records
 
 GLOO = ["-m", "stress", "--backend", "gloo"]
 
@@ -61,9 +62,9 @@ def test_scoped_and_regular_pass_under_the_same_skew(tmp_path):
     rows = rounds(path)
     assert len(rows) == 10 and all(r["verdict"] == "ok" and not r["stale"] for r in rows)
     assert all(r["init_ms"] is not None and r["destroy_ms"] is not None for r in rows)
-    summary = json.loads((tmp_path / "j-summary.json").read_text())
-    assert [(s["mode"], s["rounds"], s["ok"]) for s in summary["rows"]] == [("regular", 5, 5), ("scoped", 5, 5)]
-    assert summary["meta"]["options"]["skew_max"] == 0.2 and summary["meta"]["versions"]["torch"]
+    summary = records.load(str((tmp_path / "j-summary.json")))
+    assert [(s["mode"], s["rounds"], s["ok"]) for s in summary.rows] == [("regular", 5, 5), ("scoped", 5, 5)]
+    assert summary.meta["options"]["skew_max"] == 0.2 and summary.meta["versions"]["torch"]
 
 
 def test_check_ids_catches_the_stale_id_before_init(tmp_path):
@@ -84,8 +85,8 @@ def test_wrong_results_and_hangs_without_stale_ids(tmp_path):
                 "--rounds", "3", "--timeout", "1", "--collective", "alltoall", "--bytes", "256",
                 "--inject", "wrong:1:1", "--inject", "delay:2:0:1.2"], timeout=120)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    doc = json.loads(summary.read_text())
-    assert doc["failures"] == 2 and doc["rounds"] == 3 and doc["rows"][0]["wrong"] == 1
+    doc = records.load(str(summary))
+    assert doc.top["failures"] == 2 and doc.top["rounds"] == 3 and doc.rows[0]["wrong"] == 1
     ok, wrong, hang = rounds(tmp_path / "s.journal.jsonl")
     assert ok["verdict"] == "ok"
     assert wrong["verdict"] == "wrong" and wrong["wrong"] == 1 and "1 wrong elements (rank 1: 1)" in wrong["diagnosis"]

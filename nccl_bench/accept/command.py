@@ -1,6 +1,6 @@
 """`accept`: is this node fit to join the fleet? doctor, bandwidth, per-GPU copies, init and a short
 stress, each judged against a profile: a built-in one for a known machine type
-(nccl_bench/measure/profiles/*.json), else one derived from what the node reports (accept.derive),
+(nccl_bench/records/profiles/*.json), else one derived from what the node reports (accept.derive),
 or a golden node's (`--profile FILE` written by `--record-baseline FILE`); JSON and JUnit.
 
 Each step is its own bounded job (nccl_bench.job.jobs), so a hang in one step is recorded as
@@ -16,19 +16,20 @@ from pathlib import Path
 
 from nccl_bench.accept import derive
 from nccl_bench.accept import network
-from nccl_bench.measure import gpucounters
+from nccl_bench.core import gpucounters
 from nccl_bench.core import junit
-from nccl_bench.measure import profiles
+from nccl_bench.records import profiles
 from nccl_bench.accept import selection
 from nccl_bench.accept import topology
 from nccl_bench.accept import verdicts
 from nccl_bench.accept import golden as golden_mod
-from nccl_bench.measure import benchfile
 from nccl_bench.core import launch, results, stats, sysinfo
-from nccl_bench.job.cli import Parser, prog
-from nccl_bench.comm import check_backend, default_backend, gpu_count
+from nccl_bench import records
+from nccl_bench.job.cli import Parser, add_launch_args, prog
+from nccl_bench.job.options import check_launch
+from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE, UsageError
-from nccl_bench.job.jobs import JobFailed, run_json
+from nccl_bench.job.jobs import JobFailed, run_result
 import stress  # run as `python -m stress`: a dependency the layer test sees
 
 
@@ -50,14 +51,12 @@ class AcceptOptions:
     network: str | None = None  # a bench file across the nodes: its busbw judged by this node's NICs
 
     def __post_init__(self):
-        self.backend = check_backend(self.backend or default_backend())
+        self.backend = check_launch(self.backend, self.nranks)
         for name in ("init_rounds", "stress_rounds"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if not self.step_timeout > 0:
             raise UsageError(f"--step-timeout must be above 0 seconds, got {self.step_timeout:g}")
-        if self.nranks is not None and self.nranks < 1:
-            raise UsageError(f"--nranks must be >= 1, got {self.nranks}")
         if not 0 < self.margin <= 1:
             raise UsageError(f"--margin must be in (0, 1], got {self.margin:g}")
         if not self.workload_max_slowdown > 0:
@@ -72,8 +71,7 @@ class AcceptOptions:
 
 def parser() -> Parser:
     p = Parser(prog=prog("accept"), description="doctor + bandwidth + init + short stress, judged by a profile")
-    p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
-    p.add_argument("--nranks", type=int, default=None, help="ranks (default: one per GPU, 2 on CPU)")
+    add_launch_args(p)
     p.add_argument("--profile", default=None, help="profile name or JSON file (default: chosen from GPU model and count)")
     p.add_argument("--json", metavar="PATH", default=None, help="verdicts and measurements as JSON")
     p.add_argument("--junit", metavar="PATH", default=None, help="JUnit XML: one test case per check")
@@ -99,8 +97,7 @@ def parser() -> Parser:
 
 # --- the steps: each returns (measurements, step record) ------------------------------------------
 def step_doctor(o: AcceptOptions) -> dict:
-    doc = run_json(["nccl_bench", "doctor", *o.job_args()], o.step_timeout, ok_codes=(0, 1))
-    return {"doctor": doc["rows"]}
+    return {"doctor": run_result(["nccl_bench", "doctor", *o.job_args()], o.step_timeout, ok_codes=(0, 1)).rows}
 
 
 def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
@@ -108,10 +105,10 @@ def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
     names = sorted({f.collective for f in profile.busbw} | {"all_reduce"})
     top = max([f.bytes for f in profile.busbw] + [8])
     cycles = 3 if o.record_baseline else 1
-    doc = run_json(["nccl_bench", "bench", *o.job_args(), "--collective", ",".join(names), "-b", "8",
+    res = run_result(["nccl_bench", "bench", *o.job_args(), "--collective", ",".join(names), "-b", "8",
                     "-e", str(top), "-f", "2", "-n", "20", "-w", "5", "-c", "1", "-N", str(cycles)],
-                   o.step_timeout, ok_codes=(0, 1))
-    rows = benchfile.rows(doc)
+                     o.step_timeout, ok_codes=(0, 1))
+    rows = res.every_cycle()
     per = {}
     for r in rows:
         per.setdefault((r["collective"], r["size"]), []).append(r)
@@ -125,8 +122,7 @@ def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
 
 def step_copies(o: AcceptOptions) -> dict:
     """Every local GPU's device, host-to-device and device-to-host copy; the slowest GPU's counts."""
-    doc = run_json(["nccl_bench.measure.copies"], o.step_timeout)
-    rows = doc["rows"]
+    rows = run_result(["nccl_bench.measure.copies"], o.step_timeout).rows
     out = {"copy_GBps": {}, "copy_rows": rows}
     for key in ("device", "h2d", "d2h"):
         worst = min(rows, key=lambda r: r[f"{key}_GBps"])
@@ -136,10 +132,10 @@ def step_copies(o: AcceptOptions) -> dict:
 
 
 def step_init(o: AcceptOptions) -> dict:
-    doc = run_json(["nccl_bench", "init", *o.job_args(), "--init", "scoped", "--rounds", str(o.init_rounds)],
-                   o.step_timeout, ok_codes=(0, 1))
-    inits = [r["init_s"] for r in doc["rows"] if not r.get("warmup") and r["outcome"] == "ok" and r["init_s"]]
-    failed = sum(1 for r in doc["rows"] if not r.get("warmup") and r["outcome"] != "ok")
+    rows = run_result(["nccl_bench", "init", *o.job_args(), "--init", "scoped", "--rounds", str(o.init_rounds)],
+                      o.step_timeout, ok_codes=(0, 1)).rows
+    inits = [r["init_s"] for r in rows if not r.get("warmup") and r["outcome"] == "ok" and r["init_s"]]
+    failed = sum(1 for r in rows if not r.get("warmup") and r["outcome"] != "ok")
     out = {"init_failures": failed}
     if inits:
         out["init_ms_p50"] = stats.percentile(inits, 0.5) * 1e3
@@ -147,19 +143,19 @@ def step_init(o: AcceptOptions) -> dict:
 
 
 def step_stress(o: AcceptOptions) -> dict:
-    doc = run_json([stress.__name__, *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
-                   o.step_timeout, json_flag="--summary-json", ok_codes=(0, 1))
-    return {"stress_failures": int(doc["failures"])}
+    res = run_result([stress.__name__, *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
+                     o.step_timeout, json_flag="--summary-json", ok_codes=(0, 1))
+    return {"stress_failures": int(res.top["failures"])}
 
 
 def step_replay(o: AcceptOptions) -> dict:
     """The workload replayed: the sequence's median time per pass, the trace's, wrong values."""
-    doc = run_json(["nccl_bench", "replay", *o.workload, *o.job_args(), "-n", "10", "-w", "2"], o.step_timeout,
-                   ok_codes=(0, 1))
-    seq = doc["meta"]["sequence"]
+    res = run_result(["nccl_bench", "replay", *o.workload, *o.job_args(), "-n", "10", "-w", "2"], o.step_timeout,
+                     ok_codes=(0, 1))
+    seq = res.block("sequence")
     spread = ((seq["here_p75_us"] - seq["here_p25_us"]) / seq["here_median_us"]) if seq["here_median_us"] else None
     return {"replay_sequence_us": seq["here_median_us"], "replay_trace_us": seq["trace_us"],
-            "replay_wrong": sum(r["nwrong"] for r in doc["rows"]), "replay_workload": doc["meta"]["replay"]["digest"],
+            "replay_wrong": sum(r["nwrong"] for r in res.rows), "replay_workload": res.block("replay")["digest"],
             "replay_spread": spread, "replay_max_slowdown": o.workload_max_slowdown}
 
 
@@ -167,7 +163,7 @@ def check_workload(o: AcceptOptions) -> None:
     """The replay reads and checks the workload (`replay --list`) before any step runs: its bad input is
     accept's, one line and exit 2."""
     try:
-        run_json(["nccl_bench", "replay", *o.workload, "--list"], o.step_timeout)
+        run_result(["nccl_bench", "replay", *o.workload, "--list"], o.step_timeout)
     except JobFailed as e:
         if e.code == EXIT_USAGE:
             raise UsageError(e.last_line) from None
@@ -239,7 +235,7 @@ def main(argv: list[str]) -> int:
                 "profile_doc": profiles.to_doc(profile), "facts": facts.as_dict() if facts else None,
                 "steps": steps, "measurements": meas, "verdict": "PASS" if ok else "FAIL",
                 **({"network": across[1]} if across else {})}
-        print(f"wrote {results.write('accept', rows, meta, o.json)}")
+        print(f"wrote {records.write('accept', rows, meta, o.json)}")
     if o.junit:
         doctor_rows = m.get("doctor", [])
         suites = ([junit.suite_from_checks("doctor", doctor_rows)] if doctor_rows else []) + [
@@ -280,11 +276,11 @@ def step_locate(o: AcceptOptions, profile: profiles.Profile) -> None:
         argv = ["nccl_bench", "locate", "--backend", o.backend, "--profile", spec,
                 *(["--nranks", str(o.nranks)] if o.nranks else [])]
         try:
-            doc = run_json(argv, o.step_timeout, ok_codes=(0, EXIT_FAILED))
+            res = run_result(argv, o.step_timeout, ok_codes=(0, EXIT_FAILED))
         except JobFailed as e:
             print(f"accept: locate failed: {e.reason}", flush=True)
             return
-    found = doc["meta"]["suspects"]
+    found = res.meta["suspects"]
     for s in found:
         print(f"SUSPECT {s['who']}: " + "; ".join(s["evidence"]))
     print(f"accept: locate: {len(found) or 'no'} suspect(s)", flush=True)

@@ -15,7 +15,7 @@ a recorded golden node (accept --record-baseline) replaces all of them.
 """
 from __future__ import annotations
 
-from nccl_bench.measure.profiles import COLLECTIVES, BusbwFloor, Match, Profile
+from nccl_bench.records.profiles import COLLECTIVES, BusbwFloor, Match, Profile
 from nccl_bench.accept.topology import NodeFacts
 
 MARGIN = 0.85
@@ -37,7 +37,7 @@ EFFICIENCY = {
     "pcie": {c: 0.76 * min(1.0, e / _NVLINK["all_reduce"]) for c, e in _NVLINK.items()},
 }
 SOURCES = {
-    "nvlink": "shared/anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s)",
+    "nvlink": "docs/validation.md#anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s)",
     "nvswitch": "NVIDIA/nccl-tests#212: effective NVLink busbw about 370 GB/s of 478 on 8 x H100 (RING or any "
                 "collective but NVLS all_reduce); #309: 368.8 GB/s all_reduce with NVLS disabled",
     "nvls": "NVIDIA/nccl-tests#212: NVLS all_reduce peak busbw about 480 GB/s on 8 x H100; others as nvswitch",
@@ -45,7 +45,7 @@ SOURCES = {
 }
 # Two GPUs run NCCL's two-rank ring and tree over their own links whether a switch sits between them or
 # not, so a pair on NVSwitch takes the pair anchor's row (PAIR_SOURCE; the check is in docs/accept.md)
-PAIR_SOURCE = ("shared/anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s): two ranks "
+PAIR_SOURCE = ("docs/validation.md#anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s): two ranks "
                "on NVSwitch measure as a direct pair (2 x H100, results/h100x2/accept)")
 
 
@@ -109,7 +109,7 @@ def derive(f: NodeFacts, backends: tuple[str, ...] = ("nccl", "torch"), margin: 
         "expected_busbw_GBps": exp["busbw_GBps"], "expected_copy_GBps": exp["copy_GBps"],
         "copy_source": f"HBM {hbm_GBps(f.gpu_model)} GB/s (datasheet) x {COPY_EFFICIENCY}; PCIe gen "
                        f"{f.pcie_gen} x{f.pcie_width} x {HOST_COPY_EFFICIENCY}",
-        "limits_source": "latency and init limits: the h200x2 profile's (shared/anchors), latency doubled on PCIe, "
+        "limits_source": "latency and init limits: the h200x2 profile's (docs/validation.md#anchors), latency doubled on PCIe, "
                          f"init + {INIT_MS_PER_GPU:g} ms per GPU beyond 2 (assumed)"}
     return Profile(
         name=f"derived-{f.gpus}x{short}", match=Match(backends), busbw=floors,

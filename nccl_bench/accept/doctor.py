@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from nccl_bench.core import junit
 from nccl_bench.core import results, sysinfo
+from nccl_bench import records
 from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, UsageError
@@ -115,7 +116,7 @@ def worker(a, opts):
         if a.json:
             hosts = sorted({c["host"] for c in rows if c["host"]})
             meta = {**sysinfo.collect(opts.backend, hosts), "summary": s, "gpu_skips": note}
-            print(f"wrote {results.write('doctor', rows, meta, a.json)}", flush=True)
+            print(f"wrote {records.write('doctor', rows, meta, a.json)}", flush=True)
         if a.junit:
             print(f"wrote {junit.write(a.junit, junit.suite_from_checks('doctor', rows))}", flush=True)
         return EXIT_FAILED if s["failed"] else 0

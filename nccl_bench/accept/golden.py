@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from nccl_bench.accept.derive import ZERO_COUNTERS
-from nccl_bench.measure.profiles import BusbwFloor, Match, Profile
+from nccl_bench.records.profiles import BusbwFloor, Match, Profile
 
 BASE_TOL = 0.05  # the floor sits 5 % under the golden median, plus the point's own spread
 MAX_TOL = 0.5  # however unstable the golden point, its floor keeps half of it (the JSON keeps the spread)

@@ -1,6 +1,6 @@
 """doctor's GPU checks through NVML (nvidia-ml-py, imported lazily): without it, or without a driver or
 a GPU for this rank, every GPU check is a skip that says why (the session and the error counters are
-nccl_bench.measure.gpucounters)."""
+nccl_bench.core.gpucounters)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,7 +8,7 @@ from typing import Callable
 
 from nccl_bench.accept.check import Check
 from nccl_bench.accept.xid import XidWatch
-from nccl_bench.measure.gpucounters import (NoGpu, device_handle, ecc_counts, not_supported, nvlink_counts, nvml,
+from nccl_bench.core.gpucounters import (NoGpu, device_handle, ecc_counts, not_supported, nvlink_counts, nvml,
                                             remap_counts)
 
 

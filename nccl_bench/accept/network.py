@@ -26,14 +26,15 @@ MAX_FILE = 64 << 20  # a bench file of a few collectives and sizes is kilobytes
 
 def load(path: str) -> tuple[list[dict], dict]:
     """(rows, meta) of a bench file from elsewhere, its size bounded before it is parsed."""
-    from nccl_bench.measure import benchfile
+    from nccl_bench import records
     p = Path(path)
     try:
         size = p.stat().st_size
         if size > MAX_FILE:
             raise UsageError(f"--network {path}: {size} bytes, more than a bench file holds ({MAX_FILE >> 20} MiB)")
         doc = json.loads(p.read_bytes())
-        rows, meta = benchfile.rows_and_meta(doc)
+        res = records.from_doc(doc, f"--network {path}")
+        rows, meta = res.every_cycle(), res.meta
     except OSError as e:
         raise UsageError(f"--network {path}: cannot read it ({e.strerror})") from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:  # not JSON, or not a bench file's shape

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.accept.derive import MARGIN, derive
-from nccl_bench.measure.profiles import Profile, builtin_names, load
+from nccl_bench.records.profiles import Profile, builtin_names, load
 from nccl_bench.accept.topology import nvls_enabled
 
 

@@ -95,7 +95,7 @@ def run(opts: ProbeOptions) -> dict:
         journal = results.default_path("probe", ".jsonl")
         journal.parent.mkdir(parents=True, exist_ok=True)
     try:
-        jobs.run_json(opts.stress_argv(journal), opts.budget, json_flag="--summary-json", ok_codes=(0, 1))
+        jobs.run_result(opts.stress_argv(journal), opts.budget, json_flag="--summary-json", ok_codes=(0, 1))
     except jobs.JobFailed as e:
         if not _rounds(journal):
             return {"verdict": "inconclusive", "line": f"{ISSUE}: probe failed: {e.reason}", "journal": str(journal)}

@@ -10,7 +10,7 @@ how they were taken:
       "init_ms_p50": 35.0,           # median communicator init (ID exchange + init), milliseconds
       "wrong": 0,                    # wrong elements over every checked result
       "stress_failures": 0,          # failed rounds in the short stress run
-      "counters_before": {"gpu0/nvlink_crc": 0, ...},  # measure.gpucounters.read_counters() before the runs
+      "counters_before": {"gpu0/nvlink_crc": 0, ...},  # core.gpucounters.read_counters() before the runs
       "counters_after":  {"gpu0/nvlink_crc": 0, ...},  # ... and after
       "doctor": [check dicts],       # optional: health checks; any "fail" fails the verdict
       "copy_GBps": {"device_GBps": 2900, "device_gpu": 3, "h2d_GBps": ..., ...},  # slowest GPU's copies
@@ -31,7 +31,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
-from nccl_bench.measure.profiles import Profile
+from nccl_bench.records.profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ def load_measurements(path: str | Path) -> dict:
 def main(argv: list[str]) -> int:
     """python -m nccl_bench.accept.verdicts --profile NAME|PATH MEASUREMENTS.json [--junit PATH]"""
     from nccl_bench.core import junit
-    from nccl_bench.measure import profiles
+    from nccl_bench.records import profiles
     from nccl_bench.job.cli import Parser
     p = Parser(prog="python -m nccl_bench.accept.verdicts", description="judge measurements against a hardware profile")
     p.add_argument("measurements", help="JSON file of measurements (shape: nccl_bench/accept/verdicts.py)")

@@ -1,5 +1,5 @@
-"""XIDs: the field guide's table (shared/seeds/debugging-nccl-failures-in-production.txt,
-section 5), corrected where NVIDIA's Xid catalog says otherwise; XID events watched through NVML
+"""XIDs: the table of a field guide to NCCL failures in production (its section 5, carried below),
+corrected where NVIDIA's Xid catalog says otherwise; XID events watched through NVML
 while doctor runs; XIDs in the kernel log."""
 from __future__ import annotations
 

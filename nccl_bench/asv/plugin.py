@@ -1,7 +1,7 @@
 """asv's plugin (asv.conf.json "plugins": [".nccl_bench.asv.plugin"]).
 
-- `asv run` names the machine after its GPUs (nccl_bench.core.sysinfo.machine_name(), e.g. 'h200x2' or
-  'cpu'), registers it without asking questions, records its results for the checked-out commit (asv
+- `asv run` names the machine after its hardware (`asv_machine_name`: its GPUs' model and count, 'h200x2',
+  or without GPUs its CPU's, 'cpu-intel-xeonx2'), so that one history never spans two kinds of hardware; registers it without asking questions, records its results for the checked-out commit (asv
   saves nothing from an existing environment without --set-commit-hash), and stamps the result with
   the torch, NCCL and driver versions it measured.
 - `asv publish` writes a dashboard that needs no network (nccl_bench.asv.offline).
@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -67,11 +69,30 @@ def stamp_versions(results_dir: str, machine: str, commit: str) -> None:
         path.write_text(json.dumps(doc, indent=None, separators=(",", ":")))
 
 
-def register_machine(path: str | None = None) -> str:
-    """This machine's asv name ('h200x2', 'cpu'); adds it to ~/.asv-machine.json if new."""
-    from asv.machine import Machine as AsvMachine, MachineCollection
+def cpu_slug(model: str) -> str:
+    """'Intel(R) Xeon(R) Processor' -> 'intel-xeon'; 'AMD EPYC 7763 64-Core Processor' -> 'amd-epyc-7763-64-core'."""
+    model = re.sub(r"\((r|tm)\)|\bprocessor\b|\bcpu\b|@.*$", " ", model.lower())
+    return re.sub(r"[^a-z0-9]+", "-", model).strip("-") or "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
+def asv_machine_name() -> str:
     from nccl_bench.core.sysinfo import machine_name
     name = machine_name()
+    return name if name != "cpu" else f"cpu-{cpu_slug(cpu_model())}x{os.cpu_count() or 1}"
+
+
+def register_machine(path: str | None = None) -> str:
+    """This machine's asv name (asv_machine_name); adds it to ~/.asv-machine.json if new."""
+    from asv.machine import Machine as AsvMachine, MachineCollection
+    name = asv_machine_name()
     try:
         MachineCollection.load(name, _path=path)
     except Exception:  # asv's UserError: not known yet

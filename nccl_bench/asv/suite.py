@@ -24,10 +24,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nccl_bench.measure import benchfile
 from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.measure.collectives import NAMES, get as collective
-from nccl_bench.job.jobs import JobFailed, run_json
+from nccl_bench.job.jobs import JobFailed, run_result
 from nccl_bench.asv.samples import Samples, per_block
 import stress  # run as `python -m stress`: a dependency the layer test sees
 
@@ -167,11 +166,11 @@ def _bench_argv(m: Machine, init: str, algo: str) -> list[str]:
             "-b", "8", "-e", "1G", "-f", "2", "-n", "20", "-w", "5", "-c", "1", "-N", str(CYCLES)]
 
 
-def _bench_points(doc: dict) -> dict:
+def _bench_points(res) -> dict:
     """{(collective, size label): {time_s: [...], busbw_gbps: [...], bytes}} from one bench JSON (out of
     place), one sample per cycle of the sweep."""
     by_cycle: dict[tuple[str, int], list[dict]] = {}
-    for r in benchfile.rows(doc):
+    for r in res.every_cycle():
         by_cycle.setdefault((r["collective"], r.get("cycle") or 0), []).append(r)
     out: dict = {}
     for (coll, _), rows in sorted(by_cycle.items()):
@@ -189,7 +188,7 @@ def bandwidth_cache() -> dict:
     def jobs(m: Machine):
         for init, algo in bandwidth_jobs(m):
             yield (init, algo), lambda budget, init=init, algo=algo: _bench_points(
-                run_json(_bench_argv(m, init, algo), budget.job(100.0), json_flag="-J"))
+                run_result(_bench_argv(m, init, algo), budget.job(100.0), json_flag="-J"))
     return _cache(BANDWIDTH_BUDGET, jobs)
 
 
@@ -229,7 +228,7 @@ def _phase(row: dict, phase: str) -> float | None:
     return None if None in parts else sum(parts)
 
 
-def _init_samples(doc: dict) -> dict:
+def _init_samples(res) -> dict:
     """{mode: {phase: [seconds of every init that worked, every rank]} or {"error": why}} over the
     measured rounds.
 
@@ -238,7 +237,7 @@ def _init_samples(doc: dict) -> dict:
     loaded machine read stale IDs every round: gloo, 2 cores, a CPU-heavy job beside). A failed regular
     or scoped init is a failure of the benchmark.
     """
-    rows = [r for r in doc["rows"] if not r["warmup"]]
+    rows = [r for r in res.rows if not r["warmup"]]
     out = {}
     for mode in dict.fromkeys(r["mode"] for r in rows):
         mine = [r for r in rows if r["mode"] == mode]
@@ -261,7 +260,7 @@ def init_cache() -> dict:
         for rpr in RANKS_PER_ROOT:
             # exit 1 is a failed init somewhere: judged per mode below, not per job
             yield rpr, lambda budget, rpr=rpr: _init_samples(
-                run_json(_init_argv(m, rpr), budget.job(cap), ok_codes=(0, 1)))
+                run_result(_init_argv(m, rpr), budget.job(cap), ok_codes=(0, 1)))
     return _cache(INIT_BUDGET, jobs)
 
 
@@ -301,10 +300,10 @@ def round_seconds(journal: Path) -> list[float]:
 def _stress_blocks(m: Machine, budget: Budget) -> list[float]:
     with tempfile.TemporaryDirectory(prefix="nccl_bench_asv_") as tmp:
         journal = Path(tmp) / "stress.jsonl"
-        doc = run_json(_stress_argv(m, journal), budget.job(STRESS_BUDGET), json_flag="--summary-json")
+        res = run_result(_stress_argv(m, journal), budget.job(STRESS_BUDGET), json_flag="--summary-json")
         blocks = per_block(round_seconds(journal), STRESS_BLOCK)
     if not blocks:
-        raise JobFailed([stress.__name__], f"fewer than {STRESS_BLOCK} rounds timed ({doc['rounds']} rounds)")
+        raise JobFailed([stress.__name__], f"fewer than {STRESS_BLOCK} rounds timed ({res.top['rounds']} rounds)")
     return blocks
 
 

@@ -5,7 +5,7 @@
 Per init mode and algorithm one communicator (blocking config; NCCL_ALGO fixed before
 it is created), then one sweep per collective and (type, op, root) (nccl_bench.measure.sweep). Rank
 0 prints a table per collective laid out like nccl-tests' and writes one JSON file in
-nccl-tests' -J layout (nccl_bench.measure.benchfile): its rows carry collective, algo and init
+nccl-tests' -J layout (nccl_bench.records.bench): its rows carry collective, algo and init
 beside nccl-tests' fields, and one metadata block sits beside nccl-tests' keys.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.measure.benchfile import BenchRow
+from nccl_bench.records.bench import BenchRow
 
 _OPS = {"and": lambda r, n: r & n, "&": lambda r, n: r & n, "or": lambda r, n: r | n, "|": lambda r, n: r | n,
         "mod": lambda r, n: r % n, "%": lambda r, n: r % n, "div": lambda r, n: r // n, "/": lambda r, n: r // n}

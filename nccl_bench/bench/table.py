@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nccl_bench.core.stats import UNSTABLE_PCT
 from nccl_bench.measure import tail
-from nccl_bench.measure.benchfile import BenchRow, totals
+from nccl_bench.records.bench import BenchRow, totals
 
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
 # -I: nccl-tests' extra columns per placement, then ours: iterations above 2 x p50

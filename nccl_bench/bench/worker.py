@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import sys
 
-from nccl_bench.measure import benchfile
+from nccl_bench.records import bench as benchfile
 from nccl_bench.measure import collectives
-from nccl_bench.measure.benchfile import BenchRow
+from nccl_bench.records.bench import BenchRow
 from nccl_bench.bench import algoprobe
-from nccl_bench.core import results
 from nccl_bench.bench.table import footer, memory_line, table
 from nccl_bench.job.cli import Job
 from nccl_bench.comm import InitPlan
@@ -195,7 +194,7 @@ class BenchRanks:
             print(threads.line(self.awake), flush=True)
         doc = benchfile.document(rows, meta, nccl_config(o), devices, started, ["nccl_bench", *sys.argv[1:]],
                                  [] if error is None else [str(error)])
-        path = results.write_doc("bench", doc, o.json)
+        path = benchfile.write(doc, o.json)
         print(footer(rows), flush=True)
         print(f"# results: {path}", flush=True)
         if getattr(error, "kind", None) == "hang":

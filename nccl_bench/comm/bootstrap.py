@@ -1,4 +1,4 @@
-"""Unique-ID exchange through the job store, per init mode (see design.md).
+"""Unique-ID exchange through the job store, per init mode (docs/init.md).
 
 - regular: rank 0 publishes one ID under the communicator counter (PyTorch's
   broadcastUniqueNCCLID key is `str(ncclCommCounter_++)`); ncclCommInitRank.

@@ -5,7 +5,7 @@ nonblocking, so init, collectives and finalize are polled against the deadline a
 communicator is aborted when it passes. In that mode a call may itself return "in
 progress": we poll `get_async_error()` after every call before the next NCCL call
 (issuing one earlier gives "Attempt to use communicator before the previous operation
-returned ncclSuccess" and wrong results; shared/anchors/README.md).
+returned ncclSuccess" and wrong results; docs/validation.md#anchors).
 """
 from __future__ import annotations
 

@@ -34,14 +34,6 @@ class InitPlan:
     group: GroupSlot | None = None
 
 
-# The phases of an init as `init` reports them: (label, row key). "init" is exchange + create,
-# the wait before a communicator is ready (the anchors' "init" is create alone: they list the
-# exchange apart).
-PHASES = (("id exchange", "exchange_s"), ("create (until ready)", "create_s"),
-          ("init = exchange + create", "init_s"), ("first collective", "first_collective_s"),
-          ("destroy", "destroy_s"))
-
-
 @dataclass
 class InitTimings:
     """Seconds per init phase on this rank; exchange is None when the library exchanges itself."""

@@ -1,4 +1,5 @@
 """core: facts and primitives every layer uses. Two tiers of errors and exit codes (errors),
-deadlines, order statistics, NVTX markers, who this process is under its launcher (launch),
-what this machine is (sysinfo) and result files with their one metadata block (results).
+deadlines, order statistics and streamed statistics, NVTX markers, who this process is under its launcher
+(launch), what this machine is (sysinfo) and its GPUs' error counters (gpucounters), resources sampled over a
+long run and their leak verdicts (resources, leaks), and result files that are never overwritten (results).
 Imports nothing else of nccl_bench; every other folder may import it."""

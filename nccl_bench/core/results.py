@@ -55,7 +55,7 @@ def strict(value):
 
 
 def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
-    """Write a whole document (bench: nccl-tests' layout, nccl_bench.measure.benchfile), never overwriting."""
+    """Write a whole document (bench: nccl-tests' layout, nccl_bench.records.bench), never overwriting."""
     p = Path(path) if path else default_path(kind)
     p.parent.mkdir(parents=True, exist_ok=True)
     candidate, n = p, 1

@@ -62,13 +62,13 @@ def main(argv: list[str]) -> int:
 def _write(out: Path, a, nodes, names, metrics, bad, stats) -> None:
     import json
     from tabulate import tabulate
+    from nccl_bench import records
     from nccl_bench.core import junit
     rows = [{"node": n, "flagged": n in bad, "reasons": bad.get(n, []), "files": nodes[n].files,
              **{m: nodes[n].value(m) for m in metrics}} for n in names]
     meta = {"k": a.k, "min_deviation": a.min_deviation, "nodes": len(names),
             "fleet": {m: {"median": s[0], "scaled_mad": s[1], "nodes": s[2]} for m, s in stats.items()}}
-    (out / "fleet.json").write_text(json.dumps({"kind": "fleet", "schema": results.SCHEMA_VERSION, "meta": meta,
-                                                "rows": rows}, indent=1) + "\n")
+    (out / "fleet.json").write_text(json.dumps(records.document("fleet", rows, meta), indent=1) + "\n")
     body = [[("**BAD** " if n in bad else "") + n, *(_cell(nodes[n].value(m)) for m in metrics)] for n in names]
     fleet_line = [["fleet median", *(_cell(stats[m][0]) if m in stats else "-" for m in metrics)]]
     lines = ["# Fleet verdict", "", f"{len(names)} nodes, {len(bad)} flagged (K = {a.k:g} scaled MADs, at least "

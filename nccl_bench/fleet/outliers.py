@@ -1,4 +1,5 @@
-"""A fleet, node by node: metrics read from many nodes' accept, bench and locate files, each node set
+"""A fleet, node by node: metrics read from many nodes' accept, bench, locate and replay files
+(nccl_bench.records.metrics), each node set
 against the fleet by robust statistics and against its own profile's verdicts.
 
 Per metric, over the nodes that have it: the median and the MAD (median absolute deviation, scaled
@@ -11,17 +12,18 @@ suspects and a FAIL against the profile flag a node on their own.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nccl_bench import records
 from nccl_bench.core.errors import UsageError
+from nccl_bench.records import metrics
+from nccl_bench.records.metrics import higher_is_better
 
 K = 3.5
 MIN_DEVIATION = 0.05
 MAD_SCALE = 1.4826
-MiB = 1 << 20
 
 
 @dataclass
@@ -36,26 +38,9 @@ class Node:
         return vs[len(vs) // 2] if vs else None
 
 
-def higher_is_better(metric: str) -> bool:
-    return not metric.startswith(("latency", "init", "replay"))
-
-
-def _size(n: int) -> str:
-    for unit, k in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
-        if n >= k and n % k == 0:
-            return f"{n // k} {unit}"
-    return f"{n} B"
-
-
-def _host(meta: dict, given: str) -> str:
-    hosts = meta.get("hosts") or []
-    if not hosts:
-        raise UsageError(f"{given}: no host named in its metadata (meta.hosts): cannot place it in the fleet")
-    return "+".join(sorted(set(hosts)))
-
-
 def read(paths: list[str]) -> dict[str, Node]:
-    """Every file's metrics, by node. Directories are read for *.json; an unknown kind is bad input."""
+    """Every file's metrics, by node (nccl_bench.records.metrics). Directories are read for *.json; a kind
+    the fleet does not read is bad input."""
     files = []
     for p in paths:
         q = Path(p)
@@ -69,94 +54,16 @@ def read(paths: list[str]) -> dict[str, Node]:
         raise UsageError("no result files given (accept, bench or locate JSON, or folders of them)")
     nodes: dict[str, Node] = {}
     for f in files:
-        try:
-            doc = json.loads(Path(f).read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise UsageError(f"{f}: not readable JSON ({type(e).__name__})") from None
-        kind = doc.get("kind") if isinstance(doc, dict) else None
-        take = {"accept": _accept, "locate": _locate, "bench": _bench, "replay": _replay}.get(kind) or (
-            _bench if isinstance(doc, dict) and "results" in doc else None)
-        if take is None:
-            raise UsageError(f"{f}: kind '{kind}' is not one the fleet reads (accept, bench, locate, replay)")
-        meta = doc.get("meta") or {}
-        if take is _bench and "meta" not in doc:  # written by nccl-tests itself: hosts from its config
-            from nccl_bench.measure import benchfile
-            meta = benchfile.rows_and_meta(doc)[1]
-        node = nodes.setdefault(_host(meta, f), Node(_host(meta, f)))
+        res = records.load(f)
+        got = metrics.of(res)
+        name = metrics.node_of(res)
+        node = nodes.setdefault(name, Node(name))
         node.files.append(f)
-        for metric, v in take(doc, node, f).items():
+        node.evidence += got.evidence
+        for metric, v in got.values.items():
             if v is not None and not (isinstance(v, float) and math.isnan(v)):
                 node.values.setdefault(metric, []).append(float(v))
     return nodes
-
-
-def _replay(doc: dict, node: Node, given: str) -> dict:
-    """A replay's sequence time per pass, and each call of 1 MiB or more (lower is better)."""
-    seq = ((doc.get("meta") or {}).get("sequence") or {}).get("here_median_us")
-    out = {"replay sequence us": seq}
-    for r in doc.get("rows") or []:
-        if r.get("bytes", 0) >= MiB and r.get("time_us"):
-            ranks = ",".join(map(str, r["group_ranks"]))
-            out[f"replay {r['collective']} {_size(r['bytes'])} {r['dtype']} [{ranks}] us"] = r["time_us"]
-    wrong = sum(r.get("nwrong") or 0 for r in doc.get("rows") or [])
-    if wrong:
-        node.evidence.append(f"{wrong} wrong values in the replay ({Path(given).name})")
-    return out
-
-
-def _accept(doc: dict, node: Node, given: str) -> dict:
-    m = (doc.get("meta") or {}).get("measurements") or {}
-    out = {f"busbw {k.split(':')[0]} {_size(int(k.split(':')[1]))}": v for k, v in (m.get("busbw") or {}).items()
-           if int(k.split(":")[1]) >= MiB}
-    out.update({"latency 8 B us": m.get("latency_us_8B"), "init ms": m.get("init_ms_p50"),
-                "replay sequence us": m.get("replay_sequence_us"), "network busbw GB/s": m.get("network_busbw")})
-    for key, v in (m.get("copy_GBps") or {}).items():
-        if key.endswith("_GBps"):
-            out[f"copy {key[:-5]} GB/s"] = v
-    if m.get("wrong"):
-        node.evidence.append(f"{m['wrong']} wrong values in the bench step ({Path(given).name})")
-    if m.get("stress_failures"):
-        node.evidence.append(f"{m['stress_failures']} failed stress rounds ({Path(given).name})")
-    profile = (doc.get("meta") or {}).get("profile", "?")
-    for r in doc.get("rows") or []:
-        if r.get("status") == "fail" and r.get("check") not in ("wrong results", "stress failures"):
-            node.evidence.append(f"FAIL {r['check']}: {r.get('measured')} against {r.get('required')} "
-                                 f"(profile {profile})")
-    return out
-
-
-def _bench(doc: dict, node: Node, given: str) -> dict:
-    """A bench file (ours or nccl-tests' -J): each collective's largest size, and the 8-byte all_reduce."""
-    from nccl_bench.measure import benchfile
-    rows = benchfile.rows_and_meta(doc)[0]
-    top, out, wrong = {}, {}, 0
-    for r in rows:
-        coll, size = r.get("collective", "?"), int(r.get("size") or 0)
-        wrong += sum(int((r.get(p) or {}).get("nwrong") or 0) for p in ("out_of_place", "in_place"))
-        if size >= top.get(coll, (0, None))[0]:
-            top[coll] = (size, (r.get("out_of_place") or {}).get("bus_bw"))
-        if size == 8 and coll == "all_reduce":
-            out["latency 8 B us"] = (r.get("out_of_place") or {}).get("time")
-    for coll, (size, bw) in top.items():
-        if size >= MiB:
-            out[f"busbw {coll} {_size(size)}"] = bw
-    if wrong:
-        node.evidence.append(f"{wrong} wrong values in a bench run ({Path(given).name})")
-    return out
-
-
-def _locate(doc: dict, node: Node, given: str) -> dict:
-    meta = doc.get("meta") or {}
-    for s in meta.get("suspects") or []:
-        node.evidence.append(f"locate SUSPECT {s.get('who')}: " + "; ".join(s.get("evidence") or []))
-    out = {}
-    for c in meta.get("checks") or []:
-        g = (c or {}).get("gpu") or {}
-        for key, name in (("copy_GBps", "copy device GB/s"), ("h2d_GBps", "copy h2d GB/s"),
-                          ("d2h_GBps", "copy d2h GB/s")):
-            if g.get(key):
-                out[name] = min(out.get(name, g[key]), g[key])
-    return out
 
 
 @dataclass

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from nccl_bench.core import results, sysinfo
+from nccl_bench import records
 from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 from nccl_bench.comm import InitPlan
-from nccl_bench.comm.plan import PHASES
-from nccl_bench.measure.initrows import failures, measured, stale_rounds, summarize
+from nccl_bench.records.init import PHASES
+from nccl_bench.records.init import failures, measured, stale_rounds, summarize
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, EXIT_FAILED, UsageError, at_least
 from nccl_bench.comm.lifetime import communicator, destroy_note
@@ -228,7 +229,7 @@ def worker(opts: InitBenchOptions):
             complete = True
         finally:  # results already measured are written even when the run is cut short
             if job.rank == 0 and rows:
-                path = results.write("init", rows, metadata(job, opts, complete), opts.json)
+                path = records.write("init", rows, metadata(job, opts, complete), opts.json)
                 if complete:
                     print(table(rows), flush=True)
                     note = destroy_note(opts.job.backend, [r["destroy_s"] for r in rows if not r["warmup"]
@@ -247,7 +248,7 @@ def worker(opts: InitBenchOptions):
 def leak_worker(opts: JobOptions, check, json_path: str | None):
     """`--leak-check N`: the bare loop on every rank, judged on rank 0 (exit 1 on a LEAK or a failed init)."""
     from nccl_bench.init import leakloop
-    from nccl_bench.measure.leaks import FLOORS, LeakWatch, human
+    from nccl_bench.core.leaks import FLOORS, LeakWatch, human
 
     def run(job: Job) -> int:
         job.say(f"leak check: {opts.backend} x{job.nranks}, {check.inits} inits of {check.mode} (init, one "
@@ -277,7 +278,7 @@ def leak_worker(opts: JobOptions, check, json_path: str | None):
         meta["params"] = {"command": "init --leak-check", "inits": check.inits, "every": check.every,
                           "warmup": check.warmup, "mode": check.mode, "nranks": job.nranks, "per_rank": per_rank,
                           "loop": "init, one all_reduce of 1 float, destroy", "destroys_in_flight": check.depth}
-        path = results.write("leakcheck", findings, meta, json_path)
+        path = records.write("leakcheck", findings, meta, json_path)
         print(f"results: {path}", flush=True)
         leaked = any(f["verdict"] == "LEAK" for f in findings)
         return EXIT_FAILED if leaked or failed else 0

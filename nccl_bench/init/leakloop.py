@@ -4,7 +4,7 @@ gloo, or PyTorch) keeps per init from what the harness keeps.
 
 Each rank samples every `every` inits and folds the samples into its own trends; at the end the
 trends (a handful of sums each, not the samples) travel to rank 0, whose command judges them with
-nccl_bench.measure.leaks, as stress's are. Destroys run behind the loop, at most `depth` in flight (the
+nccl_bench.core.leaks, as stress's are. Destroys run behind the loop, at most `depth` in flight (the
 oldest waited for first), as in stress and in a plain loop that hands destroys to threads: an NCCL
 destroy takes about 0.5 s (nccl_bench.comm.reaper), so a serial loop of 5,000 would take 40 minutes.
 """

@@ -29,6 +29,7 @@ from datetime import timedelta
 from tabulate import tabulate
 
 from nccl_bench.core import results, stats, sysinfo
+from nccl_bench import records
 from nccl_bench.comm.bootstrap import MODES, check_mode, id_keys, num_roots, root_ranks
 from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
 from nccl_bench.core.resources import host_available
@@ -311,7 +312,7 @@ def run(o: SimulateOptions) -> int:
                               "seed": o.seed, "read_budget": o.read_budget, "readers": READERS,
                               "publishers": PUBLISHERS, "id_bytes": ID_BYTES, "complete": complete,
                               "seconds": time.perf_counter() - t_start}
-            path = results.write("init-simulate", rows, meta, o.json)
+            path = records.write("init-simulate", rows, meta, o.json)
             if complete:
                 print(table(rows), flush=True)
             print(f"results: {path}" + ("" if complete else " (incomplete run)"), flush=True)

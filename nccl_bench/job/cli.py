@@ -16,7 +16,7 @@ from nccl_bench.job import launcher
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
                                UsageError)
-from nccl_bench.job.options import JobOptions, split_list
+from nccl_bench.job.options import JobOptions, check_launch, split_list
 from nccl_bench.comm.bootstrap import MODES
 
 
@@ -36,22 +36,31 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow_all: bool = False,
-                 ranks_per_root: int = 128, timeout: float = 60.0, short_timeout: bool = False) -> None:
-    """The job options every command has; `short_timeout` adds nccl-tests' -T for --timeout (bench)."""
+def add_launch_args(p: argparse.ArgumentParser) -> None:
+    """Which backend and how many ranks: every command that starts ranks, or jobs of its own (accept)."""
     p.add_argument("--backend", default=None, help="nccl | torch | gloo (default: nccl with GPUs, gloo without)")
     p.add_argument("--nranks", type=int, default=None, help="ranks to launch locally (default: one per GPU, 2 on CPU)")
+
+
+def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow_all: bool = False,
+                 ranks_per_root: int = 128, timeout: float | None = 60.0, short_timeout: bool = False,
+                 helps: dict[str, str] | None = None) -> None:
+    """The job options every command has; `short_timeout` adds nccl-tests' -T for --timeout (bench);
+    `timeout` None: the command's own default (job_options' `default_timeout`); `helps` a command's words."""
+    helps = helps or {}
+    add_launch_args(p)
     p.add_argument("--init", default=init_default,
-                   help="init mode(s): " + ",".join(MODES) + (" or all" if allow_all else ""))
-    p.add_argument("--ranks-per-root", type=int, default=ranks_per_root,
-                   help=f"ranks per unique-ID root, like TORCH_NCCL_RANKS_PER_ROOT (default {ranks_per_root})")
+                   help=helps.get("init", "init mode(s): " + ",".join(MODES) + (" or all" if allow_all else "")))
+    p.add_argument("--ranks-per-root", type=int, default=ranks_per_root, help=helps.get(
+        "ranks_per_root", f"ranks per unique-ID root, like TORCH_NCCL_RANKS_PER_ROOT (default {ranks_per_root})"))
     if short_timeout:
         p.add_argument("-T", "--timeout", type=float, default=timeout,
                        help=f"seconds (default {timeout:g}) each communicator init, and each wait of a test (a "
                        "timed pass, a check), may take; beyond it the test fails as a hang (exit 1), as "
                        "nccl-tests' -T")
     else:
-        p.add_argument("--timeout", type=float, default=timeout, help=f"per-init deadline in seconds (default {timeout:g})")
+        p.add_argument("--timeout", type=float, default=timeout,
+                       help=helps["timeout"] if "timeout" in helps else f"per-init deadline in seconds (default {timeout:g})")
     add_verbose_arg(p)
 
 
@@ -61,10 +70,14 @@ def add_verbose_arg(p: argparse.ArgumentParser) -> None:
                         "go to <result file stem>.rank<N>.log")
 
 
-def job_options(a: argparse.Namespace, allow_all: bool = False) -> JobOptions:
-    return JobOptions(backend=a.backend, nranks=a.nranks,
+def job_options(a: argparse.Namespace, allow_all: bool = False,
+                default_timeout: Callable[[str], float] | None = None) -> JobOptions:
+    """The job's options from the parsed arguments; `default_timeout(backend)` where --timeout was not given."""
+    backend = check_launch(a.backend, a.nranks)
+    timeout = default_timeout(backend) if a.timeout is None and default_timeout else a.timeout
+    return JobOptions(backend=backend, nranks=a.nranks,
                       init=split_list(a.init, MODES, "init mode", "all" if allow_all else None),
-                      ranks_per_root=a.ranks_per_root, timeout=a.timeout, verbose=a.verbose)
+                      ranks_per_root=a.ranks_per_root, timeout=timeout, verbose=a.verbose)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Run one command of this project as a bounded job and read its JSON result.
+"""Run one command of this project as a bounded job and read its result (nccl_bench.records).
 
 For callers that sit outside a job (asv benchmarks, accept): the job runs in its own
 session and is killed as a whole (SIGKILL to its process group; the workers die with
@@ -18,7 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import REPO
+from nccl_bench.records import Result, from_doc
 
 
 class JobFailed(RuntimeError):
@@ -30,9 +32,9 @@ class JobFailed(RuntimeError):
         super().__init__(f"{' '.join(argv[:4])} ...: {reason}")
 
 
-def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: dict | None = None,
-             ok_codes: tuple[int, ...] = (0,)) -> dict:
-    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns the parsed file."""
+def run_result(argv: list[str], timeout: float, json_flag: str = "--json", env: dict | None = None,
+               ok_codes: tuple[int, ...] = (0,)) -> Result:
+    """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns the result it wrote."""
     if timeout <= 0:
         raise JobFailed(argv, "no time left to start it (the caller's budget is spent)")
     with tempfile.TemporaryDirectory(prefix="nccl_bench_job_") as tmp:
@@ -54,8 +56,8 @@ def run_json(argv: list[str], timeout: float, json_flag: str = "--json", env: di
             raise JobFailed(argv, f"exit {proc.returncode}: {' | '.join(tail) or 'no output'}", proc.returncode,
                             tail[-1] if tail else "")
         try:
-            return json.loads(out.read_text())
-        except (OSError, ValueError) as e:
+            return from_doc(json.loads(out.read_text()), f"{' '.join(argv[:2])}'s result")
+        except (OSError, ValueError, UsageError) as e:
             raise JobFailed(argv, f"exit {proc.returncode} but its result is unreadable: "
                                   f"{type(e).__name__}: {e}", proc.returncode) from None
 

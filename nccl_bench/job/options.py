@@ -22,6 +22,17 @@ def split_list(value: str | list[str], allowed: tuple[str, ...], what: str, all_
     return items
 
 
+def check_launch(backend: str | None, nranks: int | None) -> str:
+    """The backend (default: nccl with GPUs, gloo without) and the rank count, checked; the backend."""
+    backend = check_backend(backend or default_backend())
+    if nranks is not None and nranks < 1:
+        raise UsageError(f"--nranks must be >= 1, got {nranks}")
+    gpus = gpu_count()
+    if backend in ("nccl", "torch") and nranks and nranks > gpus:
+        raise UsageError(f"--nranks {nranks} is more than the {gpus} GPU(s) of this machine")
+    return backend
+
+
 @dataclass
 class JobOptions:
     """Who runs: backend, ranks, init modes, roots, and the per-init deadline (seconds)."""
@@ -34,16 +45,11 @@ class JobOptions:
     verbose: bool = False  # library logs (c10d, gloo, NCCL) on the terminal instead of per-rank files
 
     def __post_init__(self):
-        self.backend = check_backend(self.backend or default_backend())
+        self.backend = check_launch(self.backend, self.nranks)
         self.init = [check_mode(m) for m in self.init]
         at_least("--ranks-per-root", self.ranks_per_root, 1)
         if not self.timeout > 0:
             raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
-        if self.nranks is not None and self.nranks < 1:
-            raise UsageError(f"--nranks must be >= 1, got {self.nranks}")
-        gpus = gpu_count()
-        if self.backend in ("nccl", "torch") and self.nranks and self.nranks > gpus:
-            raise UsageError(f"--nranks {self.nranks} is more than the {gpus} GPU(s) of this machine")
 
     def local_ranks(self) -> int:
         """Ranks to self-launch when no launcher started us."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from nccl_bench.comm import InitPlan
 from nccl_bench.core import results, sysinfo
+from nccl_bench import records
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.launch import launcher_node
 from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
@@ -82,7 +83,7 @@ def options(argv: list[str]) -> LocateOptions:
 def main(argv: list[str]) -> int:
     o = options(argv)
     if o.profile:
-        from nccl_bench.measure import profiles
+        from nccl_bench.records import profiles
         prof = profiles.load(o.profile)
         floors = [f for f in prof.busbw if f.collective == "all_reduce"]
         if floors:
@@ -198,7 +199,7 @@ def single_rank(o: LocateOptions, job, gpu: bool, counters_before: dict, nodes, 
             "bytes": o.nbytes, "fraction": o.fraction, "floor_GBps": o.floor_GBps, "bisection": [],
             "bisection_why": "one rank: nothing to bisect", "suspects": found, "checks": [check],
             "single_rank": True, "verdict": "SUSPECTS" if found else "HEALTHY"}
-    path = results.write("locate", [], meta, o.json)
+    path = records.write("locate", [], meta, o.json)
     for s in found:
         print(f"SUSPECT {s['who']}: " + "; ".join(s["evidence"]))
     print(f"locate: {'no suspect' if not found else f'{len(found)} suspect(s)'} (one rank); {path}")
@@ -206,7 +207,7 @@ def single_rank(o: LocateOptions, job, gpu: bool, counters_before: dict, nodes, 
 
 
 def _counters(job) -> dict:
-    from nccl_bench.measure.gpucounters import read_counters
+    from nccl_bench.core.gpucounters import read_counters
     return read_counters([job.ident.local_rank])
 
 
@@ -238,7 +239,7 @@ def report(o: LocateOptions, job, rows, steps, found, checks, nodes, local, why)
             "bytes": o.nbytes, "fraction": o.fraction, "floor_GBps": o.floor_GBps, "bisection": steps,
             "bisection_why": why, "suspects": found, "checks": checks,
             "verdict": "SUSPECTS" if found else "HEALTHY"}
-    path = results.write("locate", rows, meta, o.json)
+    path = records.write("locate", rows, meta, o.json)
     if o.picture:
         from nccl_bench.core.figures import pair_heatmap
         cells = [(r["src"], r["dst"], r["ratio"], r["slow"]) for r in rows]

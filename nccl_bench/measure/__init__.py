@@ -1,5 +1,5 @@
-"""measure: the measuring floor every feature stands on. The vocabulary of element types, reductions and
-sizes; the table of collectives (one small record each) and what each one's result must be (datacheck);
-the one timer (timing) and the one sweep engine (sweepplan, sweep); the bench row and its -J file
-(benchfile); a GPU's copy bandwidth and error counters; hardware profiles (thresholds as data); init
-rows summarised; leak verdicts. May import core, comm and job; never a feature, stress or commands."""
+"""measure: the measuring floor every feature stands on, and only measuring. The vocabulary of element types,
+reductions and sizes; the table of collectives (one small record each) and what each one's result must be
+(datacheck); the one timer (timing) and the one sweep engine (sweepplan, sweep); the tail of per-iteration
+times; a GPU's copy bandwidth (copies). Result formats live in records, GPU counters and leak verdicts in core.
+May import core, records, comm and job; never a feature, stress or commands."""

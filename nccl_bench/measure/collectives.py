@@ -172,7 +172,7 @@ def _gathered(lay, r, n, root) -> list[Segment]:
     return [Segment(j * lay.count, lay.count, j) for j in range(n)]  # every rank's chunk in rank order
 
 
-# --- busbw factors (design.md: nccl-tests' formulas) ---------------------------------------------
+# --- busbw factors (nccl-tests' formulas, its doc/PERFORMANCE.md) ---------------------------------------
 def allreduce_factor(n: int) -> float:
     return 2 * (n - 1) / n
 

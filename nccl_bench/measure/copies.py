@@ -7,7 +7,6 @@ One GPU's memory system and its slot, judged where no pair of GPUs exists to jud
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -46,8 +45,8 @@ def main(argv: list[str]) -> int:
         return 2
     t0 = time.time()
     rows = [{"gpu": i, **measure(i, a.mib << 20)} for i in range(torch.cuda.device_count())]
-    with open(a.json, "x") as f:
-        json.dump({"kind": "copies", "rows": rows, "meta": {"bytes": a.mib << 20, "seconds": time.time() - t0}}, f)
+    from nccl_bench import records
+    records.write("copies", rows, {"bytes": a.mib << 20, "seconds": time.time() - t0}, a.json)
     for r in rows:
         print(f"gpu {r['gpu']}: device copy {r['device_GBps']:.0f} GB/s, host to device {r['h2d_GBps']:.1f}, "
               f"device to host {r['d2h_GBps']:.1f}")

@@ -28,7 +28,7 @@ from nccl_bench.core import markers, stats
 from nccl_bench.measure.collectives import Collective, Layout
 from nccl_bench.measure.datacheck import count_wrong, fill
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.measure.benchfile import PLACES, BenchRow, Placement
+from nccl_bench.records.bench import PLACES, BenchRow, Placement
 from nccl_bench.measure import tail
 from nccl_bench.measure.sweepplan import SweepPlan
 from nccl_bench.measure.timing import seconds_per_op

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 
 from nccl_bench.core import launch, results
+from nccl_bench import records
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
 
@@ -137,7 +138,7 @@ def list_only(a, workload) -> int:
         print(line, flush=True)
     if a.json:
         meta = {"replay": {**summary(workload), "digest": traces.digest(a.traces)}, "listed": True}
-        print(f"# results: {results.write('replay', [], meta, a.json)}", flush=True)
+        print(f"# results: {records.write('replay', [], meta, a.json)}", flush=True)
     return 0
 
 
@@ -160,7 +161,7 @@ def worker(opts: ReplayOptions, workload):
         rows, seq = replay_rows.fold(wl, everyone)
         bad = replay_rows.verdict(rows, opts.max_slowdown)
         meta = metadata(opts, wl, seq, job.nranks, everyone)
-        path = results.write("replay", [r.to_json() for r in rows], meta, opts.json)
+        path = records.write("replay", [r.to_json() for r in rows], meta, opts.json)
         for line in lines(rows, seq, bad, opts):
             print(line, flush=True)
         print(f"# results: {path}", flush=True)

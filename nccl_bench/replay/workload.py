@@ -139,7 +139,7 @@ class Workload:
         return {"nranks": self.nranks, "source": self.source, "files": self.files,
                 "groups": {k: {"ranks": list(g.ranks), "desc": g.desc} for k, g in self.groups.items()},
                 "ranks": {str(r): [op.to_json() for op in ops] for r, ops in ranks.items()},
-                "notes": self.notes, "skipped": self.skipped, "stopped": self.stopped, "meta": self.meta,
+                "notes": self.notes, "skipped": self.skipped, "stopped": self.stopped, "trace_meta": self.meta,
                 "seq_aligned": self.seq_aligned, "origin": {str(r): f for r, f in self.origin.items()}}
 
     @classmethod
@@ -147,7 +147,7 @@ class Workload:
         return cls(nranks=doc["nranks"], source=doc["source"], files=doc["files"],
                    groups={k: Group(k, tuple(g["ranks"]), g["desc"]) for k, g in doc["groups"].items()},
                    ranks={int(r): [Op.from_json(o) for o in ops] for r, ops in doc["ranks"].items()},
-                   notes=doc["notes"], skipped=doc["skipped"], stopped=doc["stopped"], meta=doc["meta"],
+                   notes=doc["notes"], skipped=doc["skipped"], stopped=doc["stopped"], meta=doc["trace_meta"],
                    seq_aligned=doc["seq_aligned"], origin={int(r): f for r, f in doc["origin"].items()})
 
 

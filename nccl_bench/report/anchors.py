@@ -1,5 +1,5 @@
 """The reference lines a bench figure draws: the link's peak and nccl-tests' anchors for the
-machine (anchordata/<machine>_*.csv beside this module, the committed copy of shared/anchors)."""
+machine (anchordata/<machine>_*.csv beside this module; their source: docs/validation.md#anchors)."""
 from __future__ import annotations
 
 import csv

@@ -3,7 +3,7 @@
     python -m nccl_bench report FILE... [--compare OTHER...] [--out DIR]
 
 Reads bench, init (and init --simulate-ranks), stress (journal or summary), doctor,
-accept and asv result files (nccl_bench.report.readers), draws the figures (nccl_bench.report.plot),
+accept and asv result files (nccl_bench.records), draws the figures (nccl_bench.report.plot),
 compares with --compare's files kind by kind (nccl_bench.report.compare) and writes DIR/report.md
 with the PNGs beside it (default results/runs/report-<time>/). Every input is read and checked
 before anything is written: bad input is one line naming the file, exit 2.
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nccl_bench.report import readers
+from nccl_bench import records
 from nccl_bench.report.document import Report
 from nccl_bench.job.cli import Parser, prog
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
         print(f"report: reading the latest run, {latest}")
         a.files = [str(latest)]
     opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
-    mine, others = readers.load_all(opts.files), readers.load_all(opts.compare)  # all checked before writing
+    mine, others = records.load_all(opts.files), records.load_all(opts.compare)  # all checked before writing
     if opts.fail_on_regression and not others and not any(r.kind == "asv" for r in mine):
         raise UsageError("--fail-on-regression needs --compare OTHER... or asv results (a history): there is "
                          "nothing to regress from")

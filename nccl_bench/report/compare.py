@@ -162,7 +162,7 @@ def _per_mode(new, base, keep=lambda r: True):
 
 
 def init(new, base) -> list[dict]:
-    from nccl_bench.comm.plan import PHASES
+    from nccl_bench.records.init import PHASES
     rows = []
     for mode, a, b in _per_mode(new, base, keep=lambda r: not r["warmup"]):
         for label, key in PHASES:

@@ -1,5 +1,5 @@
-"""The report document: one section per result kind (bench, init, stress, asv, doctor,
-accept), figures beside it, and the run-to-run comparison when there are files to compare with."""
+"""The report document: one section per result kind (every kind nccl_bench.records reads), figures
+beside it, and the run-to-run comparison when there are files to compare with."""
 from __future__ import annotations
 
 import os
@@ -9,9 +9,11 @@ from pathlib import Path
 from tabulate import tabulate
 
 from nccl_bench.core.sysinfo import git_sha
+from nccl_bench.records.kinds import KINDS
 from nccl_bench.report import compare
 
-KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate")
+KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate", "fleet",
+              "replay", "leakcheck", "copies")
 COMPARABLE = ("bench", "init", "stress", "asv")
 BENCH_DETAIL_ROWS = 400  # full per-size tables fold away; beyond this many rows, only the summary
 
@@ -22,6 +24,10 @@ def by_kind(results) -> dict[str, list]:
     for r in results:
         out.setdefault(r.kind, []).append(r)
     return {k: out[k] for k in KIND_ORDER if k in out}
+
+
+def heading(kind: str) -> str:
+    return f"## {KINDS[kind].title}"
 
 
 def md_table(rows, headers) -> str:
@@ -83,7 +89,7 @@ class Report:
     # --- bench --------------------------------------------------------------------------------
     def section_bench(self, results) -> None:
         from nccl_bench.report import plot
-        self.add("## Bandwidth (bench)", "",
+        self.add(heading("bench"), "",
                  "Out-of-place solid, in-place dashed; the link's peak and nccl-tests' anchors where known "
                  "for the machine. Bandwidths in GB/s (1e9 B/s), times in µs, as nccl-tests.", "")
         collectives = list(dict.fromkeys(r["collective"] for res in results for r in res.rows))
@@ -120,10 +126,10 @@ class Report:
 
     # --- init ---------------------------------------------------------------------------------
     def section_init(self, results) -> None:
-        from nccl_bench.comm.plan import PHASES
+        from nccl_bench.records.init import PHASES
         from nccl_bench.report import plot
-        from nccl_bench.measure import initrows
-        self.add("## Communicator init (init)", "",
+        from nccl_bench.records import init as initrows
+        self.add(heading("init"), "",
                  "Boxes: ok inits of measured rounds, every rank; failed inits are counted under each mode.", "")
         self.image(plot.init_phases(results, list(PHASES), self.out / "init-phases.png"),
                    "init time per phase and mode")
@@ -142,7 +148,7 @@ class Report:
             self.add("")
 
     def section_init_simulate(self, results) -> None:
-        self.add("## Unique-ID exchange at scale (init --simulate-ranks)", "")
+        self.add(heading("init-simulate"), "")
         for res in results:
             body = [[r["mode"], _num(r["ranks_per_root"]), r["nranks"], r["nroots"], r["init"],
                      r.get("full_store_ops", "-"), _num(None if r.get("exchange_median_s") is None
@@ -157,7 +163,7 @@ class Report:
     def section_stress(self, results) -> None:
         from nccl_bench.report import timeline
         from stress.tally import COLUMNS, summarize
-        self.add("## Re-init churn (stress journal)", "")
+        self.add(heading("stress"), "")
         for res in results:
             self.add(f"### {res.given}", "")
             if res.damaged:
@@ -184,7 +190,7 @@ class Report:
                                    for r in failed], ["mode", "round", "verdict", "diagnosis"]), "", "</details>", "")
 
     def section_stress_summary(self, results) -> None:
-        self.add("## Re-init churn (stress summary)", "",
+        self.add(heading("stress-summary"), "",
                  "A summary has no per-round data: pass the journal for the timeline.", "")
         for res in results:
             body = [[r.get("mode"), r.get("rounds"), r.get("ok"), r.get("hangs"), r.get("errors"), r.get("wrong"),
@@ -198,27 +204,48 @@ class Report:
     # --- the rest -----------------------------------------------------------------------------
     def section_asv(self, results) -> None:
         """asv results as history (nccl_bench.report.history judges, historysection writes)."""
-        from nccl_bench.report import history, historysection, readers
-        self.history = history.build(results, readers.asv_units(self.mine, results))
+        from nccl_bench.records import asv
+        from nccl_bench.report import history, historysection
+        self.history = history.build(results, asv.units(self.mine, results))
         historysection.write(self, self.history, md_table, _num)
 
     def section_doctor(self, results) -> None:
-        self._generic("Preflight health (doctor)", results)
+        self._generic("doctor", results)
 
     def section_accept(self, results) -> None:
         from nccl_bench.report.nodesections import accept_lines
-        self.add("## Acceptance verdicts (accept)", "")
+        self.add(heading("accept"), "")
         for res in results:
             self.add(*accept_lines(res, md_table))
 
     def section_locate(self, results) -> None:
         from nccl_bench.report.nodesections import locate_lines
-        self.add("## Suspects (locate)", "")
+        self.add(heading("locate"), "")
         for res in results:
             self.add(*locate_lines(res, md_table, self.out))
 
-    def _generic(self, title: str, results) -> None:
-        self.add(f"## {title}", "")
+    def section_replay(self, results) -> None:
+        from nccl_bench.report.kindsections import replay_lines
+        self.add(heading("replay"), "",
+                 "Each distinct call, its median time here against the job's own (its ready time where the "
+                 "trace has it); SLOWER: beyond the spread of both.", "")
+        for res in results:
+            self.add(*replay_lines(res, md_table, _num))
+
+    def section_fleet(self, results) -> None:
+        from nccl_bench.report.kindsections import fleet_lines
+        self.add(heading("fleet"), "")
+        for res in results:
+            self.add(*fleet_lines(res, md_table, _num))
+
+    def section_leakcheck(self, results) -> None:
+        self._generic("leakcheck", results)
+
+    def section_copies(self, results) -> None:
+        self._generic("copies", results)
+
+    def _generic(self, kind: str, results) -> None:
+        self.add(heading(kind), "")
         for res in results:
             keys = [k for k in dict.fromkeys(k for r in res.rows for k in r)
                     if all(not isinstance(r.get(k), (dict, list)) for r in res.rows)][:8]

@@ -28,7 +28,7 @@ THRESHOLD would not show in it. Two commits are judged the same way, by their in
 between runs is known yet). Regressions are ranked by how far they stand out: their change over the
 spread (THRESHOLD where it is not known yet).
 
-Pure: it takes the asv results the readers loaded (readers.Result of kind 'asv', one per commit and
+Pure: it takes the asv results records loaded (records.Result of kind 'asv', one per commit and
 machine) and the benchmarks' units from asv's benchmarks.json.
 """
 from __future__ import annotations
@@ -109,7 +109,7 @@ class History:
 
 
 def build(results, units: dict[str, str | None]) -> History:
-    """History of asv results (readers.Result, kind 'asv'); `units`: benchmark -> unit."""
+    """History of asv results (records.Result, kind 'asv'); `units`: benchmark -> unit."""
     by_machine: dict[str, dict[str, object]] = {}
     for r in results:
         # one result per commit and machine; of two (another environment), the later run counts

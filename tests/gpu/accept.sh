@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# accept anywhere (issue 30) on whatever GPUs the machine has, one call (~5 min on 1-2 GPUs):
+# accept on whatever GPUs the machine has, one call (~5 min on 1-2 GPUs):
 #   1. the node's facts and its derived profile (and, on 2 x H200, the derived floors against the built-in
 #      h200x2's: within 15 %);
 #   2. accept with no flag: a verdict from the built-in profile that fits, else a derived one; exit 0 wanted;
@@ -15,7 +15,7 @@ step() { local name=$1; shift; echo "== $name: $*"; timeout -s KILL 400 "$@" > "
          grep -E "^accept|^PASS|^FAIL|^locate|^GPU|^SUSPECT|^BAD|^fleet" "$W/$name.log" | head -40; echo "exit $(cat $W/$name.rc)"; }
 python3 - "$W" <<'PY'
 import json, sys
-from nccl_bench.accept import derive; from nccl_bench.measure import profiles; from nccl_bench.accept import selection; from nccl_bench.accept import topology
+from nccl_bench.accept import derive; from nccl_bench.records import profiles; from nccl_bench.accept import selection; from nccl_bench.accept import topology
 f = topology.read()
 print("facts:", f)
 p = selection.choose(None, "nccl", selection.detected_gpu_names(), f)
@@ -41,6 +41,7 @@ tar czf "$OUT/accept.tgz" -C /tmp accept
 python3 - "$W" <<'PY'
 import json, sys
 from pathlib import Path
+from nccl_bench import records
 w = Path(sys.argv[1])
 print(f"\n{'step':8} {'exit':>4}  verdict")
 for name, f in (("accept", "accept.json"), ("record", "accept_record.json"), ("golden", "accept_golden.json"),
@@ -49,6 +50,6 @@ for name, f in (("accept", "accept.json"), ("record", "accept_record.json"), ("g
     p = w / f
     if not p.exists():
         print(f"{name:8} {rc:>4}  no JSON"); continue
-    m = json.loads(p.read_text())["meta"]
+    m = records.load(str(p)).meta
     print(f"{name:8} {rc:>4}  {m.get('verdict')} {m.get('profile', '')} {m.get('profile_origin', '')}")
 PY

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# asv suite on 2 x H200 (issue 6): the full suite once, as `asv run` does it, then a direct
+# The asv suite on GPUs: the full suite once, as `asv run` does it, then a direct
 # `nccl_bench bench` of all_reduce at 1 GiB whose busbw must agree with asv's within 2 %.
 #   NCCL_BENCH_COMMIT=$(git rev-parse HEAD) bash tests/gpu/asv.sh     (carry .whl: asv, nccl4py)
 # Leaves under $OUT: asv_results.tgz (results/asv in asv's layout: untar it at the repo root
 # to commit it), asv_run.log, bench_direct.json, asv.log; prints a short table last.
-# Where this folder is a copy, not a git checkout, tests/gpu/nogit/git stands in for git, answering with
-# NCCL_BENCH_COMMIT and NCCL_BENCH_COMMIT_DATE (unix seconds), so asv records that commit.
+# asv reads the commit from git: where this folder is a copy, not a checkout (the GPU machine's), the copy is
+# committed once in a repository of its own, and asv records that commit (NCCL_BENCH_COMMIT names the real one).
 set -u
 source tests/gpu/env.sh
 L=$OUT/asv.log
-if [ ! -e .git ]; then  # a copy, not a checkout (the device's): a git stand-in answers for it
-  : "${NCCL_BENCH_COMMIT:?set NCCL_BENCH_COMMIT to the full sha the copy was made from}"
-  export PATH=$PWD/tests/gpu/nogit:$PATH; mkdir -p .git
+if [ ! -e .git ]; then
+  command -v git >/dev/null || { echo "asv.sh: asv needs git, and this machine has none"; exit 2; }
+  git init -q && git add -A . && git -c user.name=asv -c user.email=asv@localhost commit -qm \
+    "copy of ${NCCL_BENCH_COMMIT:-an unknown commit}" || { echo "asv.sh: could not commit the copy"; exit 2; }
 fi
 git config --global --add safe.directory '*' 2>/dev/null
 # asv starts its benchmark processes without PYTHONPATH but with ASV_PYTHONPATH: this tree and the
@@ -32,7 +33,7 @@ echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=c
 } > $L 2>&1
 python3 - "$OUT" <<'PY'
 import itertools, json, math, sys
-from nccl_bench.measure import benchfile
+from nccl_bench import records
 from pathlib import Path
 out = Path(sys.argv[1])
 files = [f for f in Path("results/asv").glob("*/*.json") if f.name not in ("machine.json",)]
@@ -76,7 +77,7 @@ print(f"\nstress scoped churn: {st.get(())} rounds/s")
 direct = out / "bench_direct.json"
 verdicts = []
 if direct.exists():
-    for r in benchfile.rows(json.loads(direct.read_text())):
+    for r in records.load(str(direct)).every_cycle():
         ours = b.get(("all_reduce", r["algo"], "regular", "1 GiB"))
         ref = r["out_of_place"]["bus_bw"]
         if ours is None or ours != ours:

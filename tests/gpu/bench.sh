@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bench validation on 2 x H200 (issue 3): busbw and latency against nccl-tests, side by side.
+# bench beside nccl-tests: busbw and latency against nccl-tests, side by side.
 # If .nccltests/ holds nccl-tests' source (not committed: carry it), it is built here and run in the
 # same call with the same settings as ours (-n 20 -w 5 -c 1), in both process layouts, the tools
 # alternated: ours then theirs, REPS (default 3) times, one cycle each:

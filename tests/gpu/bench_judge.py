@@ -1,8 +1,8 @@
 """Judge a tests/gpu/bench.sh run: ours against nccl-tests of the same call and the anchors.
 
 usage: python3 tests/gpu/bench_judge.py OUT_DIR
-Every point is the median of its cycles, ours (nccl_bench.report.readers) and nccl-tests' (its -N rows).
-Targets (issue 3): busbw >= 99 % for every size >= 64 MiB; 8 B eager time <= 1.1 x; 8 B and
+Every point is the median of its cycles, ours (nccl_bench.records) and nccl-tests' (its -N rows).
+Targets: busbw >= 99 % for every size >= 64 MiB; 8 B eager time <= 1.1 x; 8 B and
 512 KiB graph time <= reference + 0.5 us. The verdict is against nccl-tests of the same call in the
 anchors' layout (one process for all GPUs, `1proc`) when that ran, else against the anchors; the
 same call's one-process-per-GPU nccl-tests (`mpi`, our layout) is judged beside it. Prints key
@@ -15,7 +15,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from nccl_bench.report import readers
+from nccl_bench.records import bench_layouts
+from nccl_bench import records
 
 ANCHORS = Path("nccl_bench/report/anchordata")
 BIG = 64 << 20
@@ -29,9 +30,9 @@ def ours(out: Path, name: str) -> list[dict]:
     reps = sorted(out.glob(f"rep*/{name}"))
     if not reps:
         p = out / name
-        return readers.load(str(p)).rows if p.exists() else []
-    rows = [{**r, "cycle": k} for k, p in enumerate(reps) for r in readers.load(str(p)).rows]
-    return readers.median_over_cycles(rows)
+        return records.load(str(p)).rows if p.exists() else []
+    rows = [{**r, "cycle": k} for k, p in enumerate(reps) for r in records.load(str(p)).rows]
+    return bench_layouts.median_over_cycles(rows)
 
 
 def nccl_tests(log: Path, layout: str) -> dict[tuple, dict]:

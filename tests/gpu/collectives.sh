@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15: gather, scatter, alltoallv and hypercube (and --split) beside nccl-tests, on any number of GPUs.
+# gather, scatter, alltoallv and hypercube (and --split) beside nccl-tests, on any number of GPUs.
 # nccl-tests is built here from carried source (.nccltests/, see nccltests.sh) and run in the same call with
 # the same settings (-n 20 -w 5 -c 1), ours and theirs alternated REPS (default 3) times, one process for all GPUs (1proc) and one per GPU (mpi, our layout).
 #   1. ours: the four collectives 8 B..8 GiB (-r 0) -> $OUT/repK/bench_collectives.json

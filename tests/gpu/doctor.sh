@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7 (doctor half) on 2 x H200: doctor on nccl and torch ranks, counters before/after judged
+# doctor on nccl and torch ranks, counters before/after judged
 # by the h200x2 profile, an impossible profile failing by name, JUnit validated against an XSD.
 # Run from the repository root: bash tests/gpu/doctor.sh   (about 1-2 minutes)
 set -u
@@ -17,7 +17,7 @@ step() {  # step NAME EXPECTED_EXIT CMD...: run, log, remember the exit code
 {
 python3 -m pip list 2>/dev/null | grep -iE "^(torch|nvidia-ml-py|nccl4py|lxml|pytest) "
 python3 - <<'EOF' > $OUT/counters_before.json
-import json; from nccl_bench.measure import gpucounters; print(json.dumps(gpucounters.read_counters()))
+import json; from nccl_bench.core import gpucounters; print(json.dumps(gpucounters.read_counters()))
 EOF
 echo "counters before: $(cat $OUT/counters_before.json)"
 
@@ -27,14 +27,14 @@ step "doctor NCCL_ALGO=Ring warns only" 0 env NCCL_ALGO=Ring python3 -m nccl_ben
 step "doctor bad --junit folder" 2 python3 -m nccl_bench doctor --junit /no/such/dir/x.xml
 
 python3 - <<'EOF' > $OUT/counters_after.json
-import json; from nccl_bench.measure import gpucounters; print(json.dumps(gpucounters.read_counters()))
+import json; from nccl_bench.core import gpucounters; print(json.dumps(gpucounters.read_counters()))
 EOF
 echo "counters after: $(cat $OUT/counters_after.json)"
 
 # Measurements at the anchors' level (no bench here: the lead wires bench/init/stress), real counters.
 python3 - "$OUT" <<'EOF'
 import json, sys
-from nccl_bench.measure import profiles
+from nccl_bench.records import profiles
 out = sys.argv[1]
 p = profiles.load("h200x2")
 m = {"busbw": [{"collective": f.collective, "bytes": f.bytes, "busbw": round(f.min_GBps / 0.95, 1)} for f in p.busbw],

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault injection on 2 x H200, nccl backend (issue 8): crash (init), crash in the collective under
+# Fault injection on the nccl backend: crash (init), crash in the collective under
 # --max-restarts 1 (elastic restart + resume), skip-collective, corrupt, stale-key. Each is a short
 # run (4 rounds, 3 s deadline, fault in round 1 or 2); after each, no process may hold a GPU.
 # Logs and journals land in $OUT; the table comes last. About 2-3 minutes.

@@ -1,4 +1,4 @@
-"""A small real training job for `replay` on GPUs (issue 40): FSDP2 `fully_shard` on a few transformer
+"""A small real training job for `replay` on GPUs: FSDP2 `fully_shard` on a few transformer
 layers, bf16 parameters and fp32 gradient reduction, timing on (TORCH_NCCL_ENABLE_TIMING=1 set by the
 caller). Three warm-up steps, then two steps under the profiler. Writes, per rank:
   OUT/kineto/trace_rank<R>.json   the profiler (Kineto) trace of the two profiled steps

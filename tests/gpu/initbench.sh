@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Init-latency benchmark on 2 x H200 (issue 4): nccl4py nonblocking and torch, every mode,
+# Init latency on GPUs: nccl4py nonblocking and torch, every mode,
 # compared with the anchors; then the scale model with 4096 simulated ranks. ~4 minutes.
 # "The fix costs nothing": scoped's median init may not exceed stock's or regular's by more than
 # 2 % or 1 ms. NCCL's create time is bimodal here (about 28 and 41 ms, in every mode, as in the
@@ -27,12 +27,13 @@ echo "== GPUs after"; nvidia-smi --query-compute-apps=pid,used_memory --format=c
 } > "$L" 2>&1
 grep -vE "^\s*$|socket.cpp|^\[W" "$L" | tail -n 90
 
-echo; echo "== summary (medians over ok inits of measured rounds, both ranks; anchors: shared/anchors/README.md)"
+echo; echo "== summary (medians over ok inits of measured rounds, both ranks; anchors: docs/validation.md#anchors)"
 OUT="$OUT" python3 - <<'EOF'
 import json, os
 from pathlib import Path
 from tabulate import tabulate
 from nccl_bench.core import stats
+from nccl_bench import records
 from nccl_bench.init.command import failures, summarize
 
 out = Path(os.environ["OUT"])
@@ -44,7 +45,7 @@ for backend in ("nccl", "torch"):
     if not p.exists():
         checks.append((f"{backend}: result file", "missing", "FAIL"))
         continue
-    data = json.loads(p.read_text())["rows"]
+    data = records.load(str(p)).rows
     med = {(s["mode"], s["key"]): s["median"] for s in summarize(data)}
     fails = failures(data)
     modes = list(fails)
@@ -81,11 +82,11 @@ for backend in ("nccl", "torch"):
                        "PASS" if all(fails[m]["failed"] == 0 for m in modes if m != "stock") else "FAIL"))
 sim = out / "init_sim4096.json"
 if sim.exists():
-    doc = json.loads(sim.read_text())
-    secs = doc["meta"]["params"]["seconds"]
+    doc = records.load(str(sim))
+    secs = doc.meta["params"]["seconds"]
     checks.append(("simulate 4096 ranks < 60 s (this 16-core box; the bar is the 2-core CI)", f"{secs:.1f} s",
                    "PASS" if secs < 60 else "FAIL"))
-    bad = [r for r in doc["rows"] if r["mode"] != "stock" and r["stale_ranks"]]
+    bad = [r for r in doc.rows if r["mode"] != "stock" and r["stale_ranks"]]
     checks.append(("simulate: regular and scoped never read stale IDs", f"{len(bad)} config(s) did",
                    "PASS" if not bad else "FAIL"))
 else:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Small-message latency (issue 16) beside nccl-tests built in the same call, on any number of GPUs.
+# Small-message latency beside nccl-tests built in the same call, on any number of GPUs.
 # Both tools run one process per GPU (nccl-tests under mpiexec when it was built with MPI and there is
 # more than one GPU), with -n 20 -w 5 -c 1 -N 3:
 #   all_reduce Ring and Tree 8 B..64 KiB; all_gather reduce_scatter broadcast sendrecv at 8 B and 1 KiB;

@@ -2,7 +2,7 @@
 
 usage: python3 tests/gpu/latency_judge.py OUT_DIR
 Every point is the median of its cycles and repetitions on both sides (latency.sh alternates ours and
-nccl-tests: ours in OUT_DIR/repK/, theirs' sections repeated in one log; bench_judge reads both so). Targets (issue 16): eager time
+nccl-tests: ours in OUT_DIR/repK/, theirs' sections repeated in one log; bench_judge reads both so). Targets: eager time
 <= 1.10 x nccl-tests; -G time <= nccl-tests' + 0.5 us. Prints one row per collective, series and
 size: ours (compiled loop), ours (Python loop), nccl-tests, the ratio, our host us per launch and
 nccl-tests' -C 1 cpu time where it ran.

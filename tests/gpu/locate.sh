@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# locate (issue 24) on every GPU of the machine: the pair matrix and the bisection, healthy and with a
+# locate on every GPU of the machine: the pair matrix and the bisection, healthy and with a
 # slow rank injected (its sends delayed: NCCL_BENCH_LOCATE_INJECT, a test-only variable), then the
 # per-GPU check of what it names. JSON and heatmaps under $OUT; a table last.
 #   healthy: exit 0, no suspect; injected: exit 1, the last rank named (with 2 GPUs: the pair, in the
@@ -24,6 +24,7 @@ echo "GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noh
 python3 - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
+from nccl_bench import records
 out = Path(sys.argv[1])
 print(f"\n{'run':8} {'exit':>4} {'wall s':>6} {'pairs':>5} {'pair busbw GB/s min-max':>24} {'world GB/s':>10} {'steps':>5}  suspects")
 for name in ("healthy", "slow"):
@@ -32,7 +33,7 @@ for name in ("healthy", "slow"):
         continue
     if not p.exists():
         print(f"{name:8} {(out / f'{name}.rc').read_text().strip():>4} no JSON"); continue
-    d = json.loads(p.read_text()); rows = d["rows"]; m = d["meta"]
+    d = records.load(str(p)); rows, m = d.rows, d.meta
     if m.get("single_rank"):  # one GPU: its own numbers instead of pairs
         for r, c in enumerate(m["checks"]):
             g = c.get("gpu") or {}

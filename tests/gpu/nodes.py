@@ -1,4 +1,4 @@
-"""Issue 51 on the GPU machine: nodes made on one machine (tests/netns.py, pyroute2 where iproute2 is
+"""Nodes on one GPU machine: nodes made on one machine (tests/netns.py, pyroute2 where iproute2 is
 missing), each with its own GPUs, NCCL between them over its socket transport on the node's eth0 and
 NVLink within a node. Every part is bounded; the namespaces are removed whatever happens.
 
@@ -6,7 +6,7 @@ NVLink within a node. Every part is bounded; the namespaces are removed whatever
 
 bench     ours (one torchrun agent per node, every collective in one run) then nccl-tests (MPICH, one
           process per GPU, each entered into its node, one binary per collective), alternated --reps times,
-          64 MiB-1 GiB; the table compares medians (issue 51: >= 0.97 x nccl-tests over sockets)
+          64 MiB-1 GiB; the table compares medians (>= 0.97 x nccl-tests over sockets)
 locate    healthy (names nothing), then node1's link shaped with tc tbf: names node1's network
 stress    stock 6 rounds (stale IDs across nodes, each rank with its node), scoped --rounds
 samegroup the seed's scenario across nodes: one process group, a communicator per round (stock: stale IDs;
@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 import netns  # noqa: E402
+from nccl_bench import records  # noqa: E402
+from nccl_bench.core.errors import UsageError  # noqa: E402
 
 PY = sys.executable
 PORT = 29400
@@ -161,8 +163,8 @@ def part_stress(nodes, per: int, out: Path, rounds: int) -> None:
 def summary(path: Path) -> str:
     """A stress run's counts from its --summary-json (its row per init mode), in a few words."""
     try:
-        rows = json.loads(path.read_text())["rows"]
-    except (OSError, ValueError, KeyError):
+        rows = records.load(str(path)).rows
+    except UsageError:
         return "no summary"
     keys = ("rounds", "ok", "hangs", "errors", "wrong", "stale_proven", "init_p50_ms", "rounds_per_s")
     return "; ".join(", ".join(f"{k} {r[k]:.3g}" if isinstance(r.get(k), float) else f"{k} {r.get(k)}"
@@ -293,12 +295,11 @@ def their_busbw(log: Path) -> dict[int, float]:
 
 
 def our_busbw(path: Path) -> dict[tuple[str, int], float]:
-    from nccl_bench.measure import benchfile
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        rows = records.load(str(path)).every_cycle()
+    except UsageError:
         return {}
-    return {(r["collective"], r["size"]): r["out_of_place"]["bus_bw"] for r in benchfile.rows(doc)}
+    return {(r["collective"], r["size"]): r["out_of_place"]["bus_bw"] for r in rows}
 
 
 def table(out: Path, reps: int) -> None:

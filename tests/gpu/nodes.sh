@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 51 on GPUs: nodes made on this machine (tests/netns.py; pyroute2, the machine has no iproute2),
+# Nodes made on this machine (tests/netns.py; pyroute2, the machine has no iproute2),
 # each with its GPUs, NCCL between them over sockets on the node's eth0 (tests/gpu/nodes.py). Two device
 # calls of under 9 minutes each, on 4 GPUs as 2 nodes x 2 (or 2 as 2 x 1):
 #   CALL=1  stress (stock: stale IDs with each rank's node; scoped ROUNDS), the same-group scenario, a node

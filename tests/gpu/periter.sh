@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-iteration timing (-I 1) beside nccl-tests (issue 15), on any number of GPUs, one process per GPU.
+# Per-iteration timing (-I 1) beside nccl-tests, on any number of GPUs, one process per GPU.
 #   1. ours: all_reduce 8 B..1 GiB -f 4, -n 50 -w 5 -I 1 -J, then -K 5 and -m 4 variants on 64 MiB
 #   2. nccl-tests (when tests/gpu/nccltests.sh could build it with MPI): the same sweep with -I 1 -J,
 #      one process per GPU (mpiexec -n N ... -g 1); a build without -I (before 2.19.6) says so
@@ -45,13 +45,13 @@ grep -E "^== |^exit|GPU memory usage|error|failed|not built|no -I" $L | head -20
 python3 - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
-from nccl_bench.measure import benchfile
+from nccl_bench import records
 out = Path(sys.argv[1])
 def per_iter(name):
     p = out / name
     if not p.exists():
         return {}
-    return {r["size"]: r.get("out_of_place_per_iter") or {} for r in benchfile.rows(json.loads(p.read_text()))}
+    return {r["size"]: r.get("out_of_place_per_iter") or {} for r in records.load(str(p)).every_cycle()}
 ours, theirs = per_iter("ours_I1.json"), per_iter("theirs_I1.json")
 print(f"\nall_reduce out-of-place per-iteration times (us), one process per GPU; nccl-tests: "
       f"{'yes' if theirs else 'not run'}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Destroys behind the rounds (issue 17), on every GPU of the machine (1 or more), in one device call:
+# Destroys behind the rounds, on every GPU of the machine (1 or more), in one device call:
 #   rate   serial (--destroys-in-flight 0, SERIAL_ROUNDS, default 120) then pipelined (default K,
 #          PIPE_ROUNDS, default 500) scoped stress with --skew-max 0; rounds/s of each and the ratio
 #          (acceptance: >= 3, 0 failures); then `init --init scoped` for its destroy line

@@ -1,4 +1,4 @@
-"""A plain PyTorch all_reduce loop, as users time one (issue 26's reference for --backend torch):
+"""A plain PyTorch all_reduce loop, as users time one (the reference for --backend torch):
 one process per GPU under torchrun, init_process_group(nccl) with device_id, per size 5 warm-up
 calls, then CUDA events around N dist.all_reduce calls: in place (dist.all_reduce(x)) and out of place
 as a PyTorch user writes it (y.copy_(x); dist.all_reduce(y)). Prints 'SIZE IN_PLACE_US OUT_OF_PLACE_US'

@@ -1,4 +1,4 @@
-"""A plain churn loop, stress's rate reference (issue 31): per round one unique ID, a blocking
+"""A plain churn loop, stress's rate reference: per round one unique ID, a blocking
 ncclCommInitRank, one all_reduce of 4 KiB, and the destroy handed to a thread, at most K of them in
 flight (the oldest joined first), as `--destroys-in-flight K`. Nothing else: no store barriers, no
 journal, no checks. One process per GPU under torchrun (the ID travels through a TCPStore), or alone

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 40 on GPUs, in one call: a small FSDP2 job (tests/gpu/fsdp_job.py, timing on) leaves its Flight
+# replay on GPUs, in one call: a small FSDP2 job (tests/gpu/fsdp_job.py, timing on) leaves its Flight
 # Recorder dumps and profiler traces; `replay` runs each on this node (dumps: torch and nccl backends;
 # traces: torch), and tests/gpu/replay_judge.py holds every row of 1 MiB or more to 0.8-1.25 x the
 # job's own time. Runs on any number of GPUs (one GPU: a one-rank world). Output under $OUT:

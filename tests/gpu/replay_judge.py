@@ -1,4 +1,4 @@
-"""Issue 40's GPU acceptance from replay result files: every row of 1 MiB or more within 0.8-1.25 x the
+"""replay on GPUs, judged from its result files: every row of 1 MiB or more within 0.8-1.25 x the
 job's own time, 0 wrong values; one table per file, then a short summary.
 
 The job's own time: a profiler trace's per-call time once the call's last rank had started it (ready);
@@ -7,28 +7,31 @@ dump's row outside the band is judged again against the ready time of the same c
 profiler trace (its replay file among the arguments), and says so; across nodes the trace has no ready time
 (several clocks), and its whole time over the profiled steps stands in.
 usage: python3 tests/gpu/replay_judge.py REPLAY.json..."""
-import json
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from nccl_bench import records  # noqa: E402
 
 LO, HI, MiB = 0.8, 1.25, 1 << 20
-docs = {path: json.load(open(path)) for path in sys.argv[1:]}
+docs = {path: records.load(path) for path in sys.argv[1:]}
 # (collective, bytes, dtype) -> (the job's time in a profiler trace's replay, what it is): its ready time; across
 # nodes (traces from several clocks: no ready time) its whole time, over the profiled steady steps only, where
 # a dump's durations also hold the warm-up steps and each call's wait for its late peer
 ready = {}
 for doc in docs.values():
-    for r in doc["rows"]:
+    for r in doc.rows:
         key = (r["collective"], r["bytes"], r["dtype"])
         if r.get("trace_ready_us"):
             ready[key] = (r["trace_ready_us"], "the profiler's ready time")
-        elif r.get("trace_time_us") and doc["meta"]["replay"]["source"] == "profiler trace":
+        elif r.get("trace_time_us") and doc.meta["replay"]["source"] == "profiler trace":
             ready.setdefault(key, (r["trace_time_us"], "the profiler's whole time (several nodes: no ready time)"))
 ok = True
 t = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
 for path, doc in docs.items():
-    rows, seq = doc["rows"], doc["meta"]["sequence"]
-    print(f"== {path}: backend {doc['meta']['backend']}, source {doc['meta']['replay']['source']}, "
-          f"{len(rows)} rows, skipped {len(doc['meta']['replay']['skipped'])}")
+    rows, seq = doc.rows, doc.meta["sequence"]
+    print(f"== {path}: backend {doc.backend}, source {doc.meta['replay']['source']}, "
+          f"{len(rows)} rows, skipped {len(doc.meta['replay']['skipped'])}")
     print(f"{'collective':15s} {'bytes':>11s} {'dtype':9s} {'calls':>5s} {'here_us':>9s} {'job_us':>9s} "
           f"{'ready_us':>9s} {'ovl%':>5s} {'x job':>6s}  verdict")
     big = 0

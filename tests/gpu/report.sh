@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Report validation on 2 x H200 (issue 9), ~3-4 minutes. Real NCCL results in, report and plots out:
+# report on GPU results, ~3-4 minutes. Real NCCL results in, report and plots out:
 #   1. bench all_reduce --algo ring,tree 8 B..1 GiB (x4 steps), twice (run-to-run noise, no change expected)
 #   2. bench every collective 8 B..256 MiB (x8 steps), NCCL's default algorithm
 #   3. bench all_reduce -G 20 (CUDA graph) 8 B..1 MiB: the latency plot's graph lines

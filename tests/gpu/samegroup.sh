@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pytorch#178473's own scenario on the torch backend (issue 18), one call, any number of GPUs >= 2:
+# pytorch#178473's own scenario on the torch backend, one call, any number of GPUs >= 2:
 #   1. same-group stock at the seed's settings: one process group, each round's communicator on
 #      cuda:(rank + round) % GPUs, TORCH_NCCL_RANKS_PER_ROOT=1, before round r >= 1 rank r % GPUs
 #      sleeps 3 s; deadline 8 s. Expected on torch 2.11: stale reads, every failure a bounded hang

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call on a machine with more GPUs (issue 10; written for nvidia-h200-x4, any count works):
+# One device call on a machine with more GPUs (any count of GPUs):
 #   0. topology (nvidia-smi topo -m) and doctor;
 #   1. bench: every collective, Ring and Tree, 8 B..8 GiB, one cycle (busbw per size; ratio to x2 later);
 #   2. init: regular, stock, scoped with --ranks-per-root 1, 2 and 4 (10 rounds + 2 warm-up each);
@@ -31,11 +31,11 @@ grep -E "^== |^exit|Error|error:" $L | head -40
 python3 - "$OUT" "$NG" <<'PY'
 import json, statistics, sys
 from pathlib import Path
-from nccl_bench.report import readers
+from nccl_bench import records
 out, ng = Path(sys.argv[1]), sys.argv[2]
 p = out / f"bench_x{ng}.json"
 if p.exists():
-    rows = readers.load(str(p)).rows
+    rows = records.load(str(p)).rows
     print(f"\nbench x{ng}, busbw GB/s out of place (in place)")
     for r in rows:
         if r["size"] in (8 << 20, 64 << 20, 1 << 30, 8 << 30) or r["size"] == 8:
@@ -45,7 +45,7 @@ if p.exists():
 for k in (1, 2, 4):
     p = out / f"init_x{ng}_rpr{k}.json"
     if p.exists():
-        rows = [r for r in json.loads(p.read_text())["rows"] if not r["warmup"]]
+        rows = [r for r in records.load(str(p)).rows if not r["warmup"]]
         print(f"\ninit x{ng} ranks-per-root {k}: medians ms (exchange, create, first collective, destroy), failed")
         for mode in ("regular", "stock", "scoped"):
             ok = [r for r in rows if r["mode"] == mode and r["outcome"] == "ok"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stress as a soak on GPUs (issue 31). Parts, each one call under the 10-minute limit:
+# Stress as a soak on GPUs. Parts, each one call under the 10-minute limit:
 #   rate       ours (python -m stress --skew-max 0 --destroys-in-flight K) then the plain loop
 #              (tests/gpu/plain_churn.py, the same K), alternated REPS (3) times for K in KS ("4 8 16"),
 #              ROUNDS (200) each; plus the plain loop with NCCL's nonblocking config at K=8
@@ -73,12 +73,12 @@ esac
 tar czf "$OUT/$part.tgz" --exclude='soak.jsonl' --exclude='soak.jsonl.gz' -C /tmp soak
 python3 - "$W" "$part" <<'PY'
 import json, pathlib, statistics, sys
+from nccl_bench import records
 w, part = pathlib.Path(sys.argv[1]), sys.argv[2]
 if part != "rate":
     sys.exit(0)
 def ours(p):
-    doc = json.loads(p.read_text())
-    return doc["rows"][0]["rounds_per_s"]
+    return records.load(str(p)).rows[0]["rounds_per_s"]
 print(f"\n{'K':>3} {'ours rounds/s (reps)':32} {'plain rounds/s (reps)':32} {'ours/plain (medians)':>20}")
 for k in sorted({int(p.name.split('_k')[1].split('_')[0]) for p in w.glob('plain_k*.json')}):
     o = [ours(p) for p in sorted(w.glob(f"ours_k{k}_r*-summary.json"))]

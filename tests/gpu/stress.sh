@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stress on 2 x H200 (issue 5). Two calls, each under the 10-minute limit:
+# stress on GPUs. Two calls, each under the 10-minute limit:
 #   tests/gpu/stress.sh scoped  1000 rounds --init scoped --skew-max 0 (nccl) plus a bare-cycle baseline;
 #                               killed (-9) at 530 s if unfinished: run it again and it resumes the journal
 #                               (kept in /tmp while the machine is warm; if it went cold, copy the returned

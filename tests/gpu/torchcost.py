@@ -1,4 +1,4 @@
-"""The torch backend's launch path against a plain loop in one process, at one moment (issues 26, 33).
+"""The torch backend's launch path against a plain loop in one process, at one moment.
 
 A plain loop and bench's loop run in separate processes differ by up to 2 x on a virtual machine at
 launch-bound sizes (one process runs at 15 us per op, the next at 28): a per-process ratio then measures

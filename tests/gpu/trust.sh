@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issues 26 and 38: numbers that do not depend on order, position, a fresh process or backend, beside nccl-tests.
+# Numbers that do not depend on order, position, a fresh process or backend, beside nccl-tests.
 # Every comparison alternates the tools, ours then theirs, REPS times (default 3) in one call, and the judge
 # (tests/gpu/trust_judge.py) takes the ratio of medians over the repetitions. Where MPI was built, both tools
 # run one process per GPU under mpiexec, each rank bound to its own physical cores by tests/gpu/pin.sh, the
 # same way for both (PIN_RANKS=0: unbound). Bound, nccl-tests' launch-bound first rows hold still (reduce
 # 64 KiB: 7.5-8.9 us in four fresh processes, 7.3-11.2 unbound; 2 x H200, 2026-11-26). Ours moved more until
-# the first data check went before the warm-up's line-up (tests/gpu/firstloop.sh, results/h200x2/trust-38c/).
+# the first data check went before the warm-up's line-up (docs/validation.md).
 #   alone   each collective alone in a fresh process, first size S in $ALONE_SIZES (8 64K 16M 256M): ours
 #           `bench --collective C -b S -e S`, theirs `C_perf -b S -e S`, in and out of place; and ours
 #           mid-sweep (`--collective all -b 2 -e 32M -f 2`, and for 256 MiB the p2p part's) as the second reference.
@@ -32,7 +32,7 @@
 # call's limit; the judge takes medians over what ran, and the log says where it stopped. nccl-tests 2.19.6 is built
 # here from the carried source (.nccltests, tests/gpu/nccltests.sh). Everything comes back in one archive
 # beside the judge's table.
-# Issue 50's acceptance in two device calls of under 9 minutes each, REPS=3 (CALL sets the parts; any variable
+# Two device calls of under 9 minutes each, REPS=3 (CALL sets the parts; any variable
 # given still wins):
 #   CALL=alone   2 GPUs: gather, reduce and scatter alone at -b 64K and -b 16M -e 64M (the in-place row right after
 #                the out-of-place data check), 2 fresh pairs per repetition (6 processes per tool)

@@ -1,4 +1,4 @@
-"""trust.sh's judge: ratios of medians over the interleaved repetitions, one table (issues 26, 38, 50).
+"""trust.sh's judge: ratios of medians over the interleaved repetitions, one table.
 usage: trust_judge.py OUT_DIR REPS"""
 import json
 import random
@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from nccl_bench.measure import benchfile  # noqa: E402
-from nccl_bench.report import readers  # noqa: E402
+from nccl_bench import records  # noqa: E402
 
 out, reps = Path(sys.argv[1]), int(sys.argv[2])
 
@@ -16,7 +15,7 @@ out, reps = Path(sys.argv[1]), int(sys.argv[2])
 def rows(name):
     p = out / name
     try:
-        return readers.load(str(p)).rows if p.exists() else []
+        return records.load(str(p)).rows if p.exists() else []
     except Exception as e:  # a run that failed leaves a file the judge says it could not read
         if "no rows" in str(e):  # a size too small for the collective to move anything (gather 8 B on 2 ranks)
             return []
@@ -68,11 +67,11 @@ reps_ = range(1, reps + 1)
 
 
 def first_and_later(name):
-    """(first row, the same point's later cycles) of a run's file, raw (readers would give the median of the
+    """(first row, the same point's later cycles) of a run's file, raw (records' rows would give the median of the
     cycles); (None, []): no file, or no row (a size too small to move anything); (row, []): one cycle."""
     p = out / name
     try:
-        rs = benchfile.rows(json.loads(p.read_text())) if p.exists() else []
+        rs = records.load(str(p)).every_cycle() if p.exists() else []
     except Exception as e:
         print(f"# {name}: unreadable ({type(e).__name__}: {e})")
         rs = []
@@ -103,7 +102,7 @@ def excess(pair, place):
     return a / b if a and b else None
 
 
-SMALL = 1 << 20  # up to 1 MiB a first row is the host's launch cost: judged by its first-call excess (issue 50)
+SMALL = 1 << 20  # up to 1 MiB a first row is the host's launch cost: judged by its first-call excess
 MIN_FRESH = 6  # fresh processes per tool the excess is pooled over, at least
 same_tool = {}  # alone size: nccl-tests' first rows per point, to say how often it misses 1.10 against itself
 for c, s in alone:
@@ -239,7 +238,7 @@ for size in sorted({r["size"] for rs in per_ours for r in rs}):
     tail_rows.append((size, fmt(ratio), f"{ours_n}={host}h+{dev}d" if host + dev else str(ours_n), theirs_n, why))
 awake = {}
 for f in sorted(out.glob("periter_ours_*.json")):
-    for r in json.loads(f.read_text()).get("meta", {}).get("bench", {}).get("threads_awake", []):
+    for r in records.load(str(f)).block("bench").get("threads_awake", []):
         if not r["timed_loop"] and r["runs_per_s"] >= 1:
             k = (r["owner"], r["name"])
             awake[k] = max(awake.get(k, 0), r["runs_per_s"])
@@ -291,3 +290,5 @@ if tail_rows:
              or "none"))
 json.dump([dict(zip(("check", "detail", "ours", "ref", "ratio", "target", "verdict", "repetitions"), r)) for r in table],
           open(out / "trust.json", "w"), indent=1)
+print(f"TRUST: {'FAIL' if miss or wrong else 'PASS'} ({len(table)} points, {miss} miss, {spread} inside both tools' "
+      f"spread, {wrong} wrong)")

@@ -1,0 +1,91 @@
+"""Reading a result file of any kind: checked before anything is drawn, judged or written.
+
+A file that is not a result of this project, a schema version this code cannot read, an empty file,
+or rows without the fields their kind needs are bad input: UsageError naming the file (one line,
+exit 2). bench files come in every layout they were ever written in (records.bench); stress journals
+line by line (records.journal); asv's results and its machine and benchmarks files (records.asv).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nccl_bench.core.errors import UsageError
+import nccl_bench.records.asv as asv
+import nccl_bench.records.bench_layouts as bench_layouts
+import nccl_bench.records.stress_journal as journal
+from nccl_bench.records.kinds import KINDS, REPORTED, SCHEMA_VERSION, check_rows
+from nccl_bench.records.result import Result
+
+
+def load(given: str, need_rows: bool = False) -> Result:
+    """One file, whatever result kind it holds; `need_rows`: a file with no rows (where its kind has some)
+    is bad input, as for a report."""
+    path = Path(given)
+    if path.is_dir():
+        raise UsageError(f"{given}: a folder, where a result file was expected")
+    if not path.is_file():
+        raise UsageError(f"{given}: no such file" if not path.exists() else f"{given}: not a file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{given}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    if not text.strip():
+        raise UsageError(f"{given}: empty file, not a result")
+    head = _json(text.lstrip().split("\n", 1)[0])
+    if isinstance(head, dict) and head.get("type") == "header":
+        return journal.read(path, given, head, text)  # a journal with no round is always refused
+    doc = _json(text)
+    if doc is None:
+        raise UsageError(f"{given}: not a result of nccl-bench (not JSON, nor a stress journal)")
+    return from_doc(doc, given, path, need_rows)
+
+
+def from_doc(doc, given: str, path: Path | None = None, need_rows: bool = False) -> Result:
+    """A parsed JSON document as the Result of its kind."""
+    path = path or Path(given)
+    if isinstance(doc, dict) and {"commit_hash", "results", "result_columns"} <= doc.keys():
+        return asv.results(path, given, doc)
+    if (info := asv.info(path, given, doc)) is not None:
+        return info
+    if bench_layouts.is_layout(doc):  # bench -J: ours (kind bench) or written by nccl-tests itself
+        return bench_layouts.result(path, given, doc, need_rows)
+    if not (isinstance(doc, dict) and {"kind", "schema", "rows"} <= doc.keys()):
+        raise UsageError(f"{given}: not a result of nccl-bench (no kind/schema/rows)")
+    kind, schema = doc["kind"], doc["schema"]
+    if kind not in KINDS:
+        raise UsageError(f"{given}: kind '{kind}' is not a result kind nccl-bench reads ({', '.join(REPORTED)})")
+    if kind == "bench" and schema == SCHEMA_VERSION:  # schema 1: before bench took nccl-tests' layout
+        return bench_layouts.result(path, given, doc, need_rows)
+    if schema != SCHEMA_VERSION:
+        raise UsageError(f"{given}: schema version {schema!r} of kind '{kind}'; nccl-bench reads version "
+                         f"{SCHEMA_VERSION}")
+    meta = doc.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise UsageError(f"{given}: its metadata block is not an object")
+    check_rows(given, kind, doc["rows"], need_rows=need_rows)
+    top = {k: v for k, v in doc.items() if k not in ("kind", "schema", "meta", "rows")}
+    return Result(path, given, kind, meta, doc["rows"], top=top)
+
+
+def load_all(names: list[str], need_rows: bool = True) -> list[Result]:
+    """Each FILE; an asv results folder as its files (records.asv.folder); any other folder as the result
+    files in it (*.json, *.jsonl)."""
+    return [load(f, need_rows) for n in names for f in (folder(n) if Path(n).is_dir() else [n])]
+
+
+def folder(given: str) -> list[str]:
+    top = Path(given)
+    if (top / "machine.json").is_file() or any((d / "machine.json").is_file() for d in top.iterdir() if d.is_dir()):
+        return asv.folder(given)
+    found = sorted(str(f) for f in top.iterdir() if f.is_file() and f.suffix in (".json", ".jsonl"))
+    if not found:
+        raise UsageError(f"{given}: a folder with no result files in it (*.json, *.jsonl, or asv results)")
+    return found
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

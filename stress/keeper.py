@@ -1,0 +1,114 @@
+"""Rank 0's account of a run: the journal (opened new or resumed), the ledger of kept rounds, the progress
+line and the failures shown, the closing lines and the summary. Every other rank only counts its failures."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from nccl_bench.core import resources, sysinfo
+from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK
+from stress import journal
+from stress.closing import SHOWN_FAILURES, announce_lines, report_lines, summary_path, write_summary
+from stress.diagnose import History
+from stress.ledger import Ledger
+from stress.options import StressOptions
+from stress.summary import Progress, Rate, failure_line
+
+
+class Keeper:
+    def __init__(self, job, opts: StressOptions, path: Path, plan_len: int, history: History, restart: int):
+        self.job, self.opts, self.path, self.restart = job, opts, path, restart
+        self.identity = opts.identity(job.nranks)
+        warmup = resources.default_warmup(plan_len) if opts.leak_warmup is None else opts.leak_warmup
+        self.ledger = Ledger(plan_len, list(opts.job.init), warmup, history, opts.job.backend)
+        # a restarted group continues the journal its predecessor was writing
+        self.resume = opts.resume or (restart > 0 and path.exists())
+        self.writer: journal.Writer | None = None
+        self.notes: list[dict] = []  # the journal's non-round lines, earlier runs included (a few)
+        self.progress, self.rate = Progress(), Rate()
+        self.failed = 0  # this rank's failed rounds
+        self.shown: dict[str, int] = {}  # failures printed per mode
+
+    def open(self, hosts) -> list[list[int]] | None:
+        """The seqs already done (resume, as [first, end) ranges) after checking the journal (read back
+        through the ledger, one round at a time); a new journal's header. None: a restarted group whose run
+        had finished. `hosts()` names every rank's host (ranks on other nodes may still be connecting)."""
+        if self.resume:
+            contents = journal.read(self.path, on_round=self.ledger.replay)
+            journal.check_resumable(contents, self.identity, self.path)
+            self.notes = contents.notes
+            if self.restart and contents.ended:
+                return None
+            self.writer = journal.Writer(self.path)
+            self.note({"type": "resume", "after_rounds": self.ledger.rounds, "torn_lines": contents.torn,
+                       "restart": self.restart, "time": time.time()})
+        else:
+            journal.check_new(self.path)
+            self.writer = journal.Writer(self.path, {
+                "options": self.identity, "time": time.time(),
+                "meta": sysinfo.collect(self.opts.job.backend, sorted(set(hosts())))})
+        return ranges(self.ledger.done)
+
+    def note(self, obj: dict) -> None:
+        self.notes.append(obj)
+        self.writer.note(obj)
+
+    def keep(self, rows: list[dict]) -> None:
+        """Rounds whose every part is known: rank 0 journals them; every rank counts its failures."""
+        for row in rows:
+            failed = row["verdict"] != "ok"
+            self.failed += failed
+            if self.job.rank != 0:
+                continue
+            mode = row["mode"]
+            self.writer.round(row)
+            self.ledger.add(row)
+            self.progress.update(mode, row["round"] + 1, self.opts.rounds, self.failed, self.rate.tick())
+            if failed:
+                self.shown[mode] = self.shown.get(mode, 0) + 1
+                if self.shown[mode] <= SHOWN_FAILURES:
+                    self.say(failure_line(row))
+
+    def say(self, line: str) -> None:
+        self.progress.clear()
+        print(line, flush=True)
+
+    def announce(self, done: int, todo: int) -> None:
+        if self.job.rank == 0:
+            for line in announce_lines(self.opts, self.job.nranks, self.path, self.resume, self.restart, done, todo):
+                print(line, flush=True)
+
+    def stopped(self, cut: dict, restarts_left: int) -> None:
+        self.writer.note({"type": "stopped", **cut, "restarts_left": restarts_left, "time": time.time()})
+        self.progress.clear()
+
+    def finish(self, base: dict | None) -> int:
+        """The closing lines, the journal's end line and the summary; the run's exit code."""
+        self.progress.clear()
+        findings = self.ledger.leaks.findings() if self.opts.leak_every else []
+        restarts = [n for n in self.notes if n.get("type") == "resume" and n.get("restart")]
+        for line in report_lines(self.ledger, self.opts, base, self.shown, restarts, findings):
+            print(line, flush=True)
+        self.writer.note({"type": "end", "summary": self.ledger.tally.table(), "baseline": base,
+                          "restarts": len(restarts), "leaks": findings, "time": time.time()})
+        self.writer.close()
+        path = Path(self.opts.summary_json) if self.opts.summary_json else summary_path(self.path)
+        write_summary(path, self.ledger, base, self.identity, self.path, len(restarts), findings)
+        print(f"summary: {path}", flush=True)
+        leaked = self.opts.fail_on_leak and any(f["verdict"] == "LEAK" for f in findings)
+        return EXIT_FAILED if self.ledger.failed() or leaked else EXIT_OK
+
+
+def ranges(done: bytearray) -> list[list[int]]:
+    """The set bytes of `done` as [first, end) ranges: a resumed soak's done rounds in a few numbers."""
+    out, i, n = [], 0, len(done)
+    while i < n:
+        if done[i]:
+            j = done.find(0, i)
+            j = n if j < 0 else j
+            out.append([i, j])
+            i = j
+        else:
+            j = done.find(1, i)
+            i = n if j < 0 else j
+    return out
