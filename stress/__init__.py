@@ -1,5 +1,5 @@
 """`python -m stress` (`nccl-stress`): churn communicator re-inits under seeded skew; classify and explain
-failures. A top-level package on nccl_bench's shared floors (core, records, comm, job, measure); nccl_bench's
+failures. A top-level package on nccl_bench's shared layers (core, records, comm, job, measure); nccl_bench's
 features that run it (accept, info --probe, asv) import it where the layer test sees them.
 
 - command (parse, check the journal, launch), options, inject (faults), schedule (seeded skew), plans

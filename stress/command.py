@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from nccl_bench.core import launch, sysinfo
-from nccl_bench.job.cli import Parser, add_job_args, guarded, job_options, launch_quietly, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+from nccl_bench.job.runner import guarded, launch_quietly, run_job
 from nccl_bench.core.errors import UsageError
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule

@@ -1,4 +1,4 @@
-"""The house by feature: shared floors, a room per feature that never imports another, no import back up,
+"""The house by feature: shared layers, a room per feature that never imports another, no import back up,
 no module or function past one idea's size, comments that say why, and a run's default outputs where git
 ignores them (a clone stays clean after the README's main job)."""
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pytest
 from helpers import REPO, run
 from nccl_bench.core import results
 
-# The house: shared floors (each imports only those below it), then stress (a top-level package built on
-# the floors), then the features (each one room, never importing another), then the table of commands.
-FLOORS = {"core": 0, "records": 1, "comm": 2, "job": 3, "measure": 4}
+# The house: shared layers (each imports only those below it), then stress (a top-level package built on
+# the layers), then the features (each one room, never importing another), then the table of commands.
+LAYERS = {"core": 0, "records": 1, "comm": 2, "job": 3, "measure": 4}
 FEATURES = ("bench", "init", "accept", "locate", "fleet", "replay", "report", "asv")
-LEVEL = {**FLOORS, "stress": 5, **{f: 6 for f in FEATURES}, "commands": 7}
+LEVEL = {**LAYERS, "stress": 5, **{f: 6 for f in FEATURES}, "commands": 7}
 MAX_LINES = 350
 MAX_FUNCTION_LINES = 60
 PRODUCT = ("nccl_bench", "stress", "benchmarks")
@@ -52,7 +52,7 @@ def imported(tree: ast.AST) -> set[str]:
 
 
 def room(module: str) -> str | None:
-    """The room a module lives in: a floor, a feature, stress or commands; None for nccl_bench itself."""
+    """The room a module lives in: a layer, a feature, stress or commands; None for nccl_bench itself."""
     parts = module.split(".")
     if parts[0] == "stress":
         return "stress"
@@ -69,7 +69,7 @@ def test_every_module_sits_in_a_room_and_imports_only_down_and_never_another_fea
             assert rel.name in ("__init__.py", "__main__.py"), f"{rel}: a module outside the rooms"
             continue
         me = room(".".join(rel.with_suffix("").parts))
-        assert me is not None, f"{rel.parent}/ is neither a shared floor nor a feature"
+        assert me is not None, f"{rel.parent}/ is neither a shared layer nor a feature"
         for mod in imported(ast.parse(f.read_text())):
             other = room(mod)
             if other is None or other == me:
@@ -77,7 +77,7 @@ def test_every_module_sits_in_a_room_and_imports_only_down_and_never_another_fea
             if me in FEATURES and other in FEATURES:
                 bad.append(f"{rel}: feature {me} imports feature {mod}")
             elif LEVEL[other] >= LEVEL[me]:
-                bad.append(f"{rel}: {me} imports {mod} (a floor above it)")
+                bad.append(f"{rel}: {me} imports {mod} (a layer above it)")
     assert not bad, "\n".join(bad)
 
 
@@ -113,7 +113,7 @@ def test_no_circle_among_module_level_imports():
 
 
 def test_every_room_says_what_it_holds_and_no_module_outgrows_one_idea():
-    for folder in [*FLOORS, *FEATURES, "commands"]:
+    for folder in [*LAYERS, *FEATURES, "commands"]:
         init = REPO / "nccl_bench" / folder / "__init__.py"
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init}: no docstring"
     big = {str(f.relative_to(REPO)): n for f in product_files() if (n := len(f.read_text().splitlines())) > MAX_LINES}

@@ -287,5 +287,5 @@ def step_locate(o: AcceptOptions, profile: profiles.Profile) -> None:
 
 
 if __name__ == "__main__":
-    from nccl_bench.job.cli import guarded
+    from nccl_bench.job.runner import guarded
     sys.exit(guarded(lambda: main(sys.argv[1:])))

@@ -14,7 +14,8 @@ from tabulate import tabulate
 from nccl_bench.core import junit
 from nccl_bench.core import results, sysinfo
 from nccl_bench import records
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+from nccl_bench.job.runner import Job, run_job
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, UsageError
 from nccl_bench.accept.check import Check
@@ -136,5 +137,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from nccl_bench.job.cli import guarded
+    from nccl_bench.job.runner import guarded
     sys.exit(guarded(lambda: main(sys.argv[1:])))

@@ -1,7 +1,9 @@
 """`smoke`: the quickest "does this node work": per mode one init, one checked all_reduce, one destroy."""
 from __future__ import annotations
 
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+
+from nccl_bench.job.runner import Job, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError

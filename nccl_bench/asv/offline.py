@@ -146,5 +146,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from nccl_bench.job.cli import guarded
+    from nccl_bench.job.runner import guarded
     sys.exit(guarded(lambda: main(sys.argv[1:])))

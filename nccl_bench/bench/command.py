@@ -19,7 +19,8 @@ from nccl_bench.measure import datacheck
 from nccl_bench.bench import algoprobe
 from nccl_bench.core import launch, results
 from nccl_bench.job import launcher
-from nccl_bench.job.cli import Parser, add_job_args, job_options, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+from nccl_bench.job.runner import run_job
 from nccl_bench.core.errors import UsageError
 from nccl_bench.bench.split import from_env as split_from_env, groups
 from nccl_bench.bench.options import ALGOS, BenchOptions

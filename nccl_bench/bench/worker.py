@@ -11,7 +11,7 @@ from nccl_bench.measure import collectives
 from nccl_bench.records.bench import BenchRow
 from nccl_bench.bench import algoprobe
 from nccl_bench.bench.table import footer, memory_line, table
-from nccl_bench.job.cli import Job
+from nccl_bench.job.runner import Job
 from nccl_bench.comm import InitPlan
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError

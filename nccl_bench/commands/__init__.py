@@ -34,7 +34,7 @@ def main() -> int:
     with `-m nccl_bench` from a forked launcher would find that module already imported)."""
     import sys
     try:  # a Ctrl-C while the job machinery imports is the one line too, not a traceback
-        from nccl_bench.job.cli import guarded
+        from nccl_bench.job.runner import guarded
     except KeyboardInterrupt:
         from nccl_bench import interrupted
         return interrupted()

@@ -1,3 +1,3 @@
 """fleet: which nodes of a fleet stand out. The command (verdict, table, heatmap, JUnit) and the metrics
 read from many nodes' accept, bench and locate files with robust outliers (outliers). May import the
-shared floors (core, job, measure); never another feature."""
+shared layers (core, records, job, measure); never another feature."""

@@ -121,5 +121,5 @@ def _cell(v) -> str:
 
 
 if __name__ == "__main__":
-    from nccl_bench.job.cli import guarded
+    from nccl_bench.job.runner import guarded
     sys.exit(guarded(lambda: main(sys.argv[1:])))

@@ -1,3 +1,3 @@
 """init: what creating a communicator costs, phase by phase and per init mode (command), the ID exchange
 of thousands of simulated ranks (scale), and a bare init loop for leak checks (leakloop). May import the
-shared floors (core, comm, job, measure); never another feature."""
+shared layers (core, records, comm, job, measure); never another feature."""

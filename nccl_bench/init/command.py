@@ -20,7 +20,8 @@ from tabulate import tabulate
 from nccl_bench.core import results, sysinfo
 from nccl_bench import records
 from nccl_bench.comm.bootstrap import MODES
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+from nccl_bench.job.runner import Job, run_job
 from nccl_bench.comm import InitPlan
 from nccl_bench.records.init import PHASES
 from nccl_bench.records.init import failures, measured, stale_rounds, summarize

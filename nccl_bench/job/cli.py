@@ -1,21 +1,13 @@
-"""Argument parsing that speaks one line on bad input, and the job runner every command uses."""
+"""The command line every command shares: argument parsing that speaks one line on bad input (exit 2), the
+options of the job (backend, ranks, init modes, roots, deadline) and how the user called us."""
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import traceback
-from datetime import timedelta
-from dataclasses import dataclass
 from typing import Callable
 
-from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, stopping, terminated
-from nccl_bench.core import launch
-from nccl_bench.job import launcher
-from nccl_bench.job import logs
-from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
-                               UsageError)
+from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions, check_launch, split_list
 from nccl_bench.comm.bootstrap import MODES
 
@@ -78,131 +70,3 @@ def job_options(a: argparse.Namespace, allow_all: bool = False,
     return JobOptions(backend=backend, nranks=a.nranks,
                       init=split_list(a.init, MODES, "init mode", "all" if allow_all else None),
                       ranks_per_root=a.ranks_per_root, timeout=timeout, verbose=a.verbose)
-
-
-@dataclass
-class Job:
-    """A running worker's view of the job."""
-
-    ident: launch.Identity
-    store: "object"  # nccl_bench.job.store.JobStore
-    # A worker that knows a rank is gone sets this: the exit barrier need not wait for it.
-    leave_timeout: float | None = None
-
-    @property
-    def rank(self) -> int:
-        return self.ident.rank
-
-    @property
-    def nranks(self) -> int:
-        return self.ident.world_size
-
-    def say(self, *args, **kw) -> None:
-        """Print on rank 0 only."""
-        if self.rank == 0:
-            print(*args, **kw, flush=True)
-
-
-INTERRUPTED_LEAVE_S = 1.0
-
-
-def guarded(fn: Callable[[], int]) -> int:
-    """Run an entry point: bad input is one line and exit 2; nothing else leaks a traceback."""
-    try:
-        return fn()
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:
-        # the reader went away (`nccl-bench --help | head`): nothing more to say, and nowhere to say it
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except KeyboardInterrupt:
-        # Ending anyway: a second Ctrl-C (the launcher forwards the terminal's) must not cut this short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        return interrupted()
-    except Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        return terminated()
-    except (CommError, BarrierTimeout) as e:
-        if not stopping(STOP_GRACE_S):  # a peer that a Ctrl-C ended is not news
-            print(f"failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    except Exception as e:  # anything else a command raised: one line (a traceback with NCCL_BENCH_DEBUG)
-        if os.environ.get("NCCL_BENCH_DEBUG"):
-            traceback.print_exc()
-        if not stopping(STOP_GRACE_S):
-            print(f"failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_FAILED
-
-
-def store_timeout_default() -> float:
-    """Seconds to reach the job store (NCCL_BENCH_STORE_TIMEOUT, default 60)."""
-    try:
-        return float(os.environ.get("NCCL_BENCH_STORE_TIMEOUT", 60))
-    except ValueError:
-        raise UsageError("NCCL_BENCH_STORE_TIMEOUT must be a number of seconds") from None
-
-
-def command_name(launch_argv: list[str]) -> str:
-    """["-m", "nccl_bench", "init", ...] -> "init"; ["-m", "stress", ...] -> "stress"; a script -> its name."""
-    if launch_argv[:1] == ["-m"]:
-        return launch_argv[2] if launch_argv[1:2] == ["nccl_bench"] and len(launch_argv) > 2 else launch_argv[1]
-    return os.path.splitext(os.path.basename(launch_argv[0]))[0]
-
-
-def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: str | None = None,
-                   **kw) -> int:
-    """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
-    stem = logs.fix_stem(result, command_name(launch_argv), verbose)
-    code = launcher.self_launch(nranks, launch_argv, **kw)
-    if code == EXIT_FAILED and stem is not None:
-        print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
-    return code
-
-
-def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int],
-            store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None) -> int:
-    """Self-launch `python launch_argv...` when no launcher started us; else run `worker` here.
-
-    `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
-    `result` is the command's result file when known: each rank's library log goes beside it.
-    """
-    store_timeout = store_timeout_default() if store_timeout is None else store_timeout
-    ident = launch.detect()
-    if ident is None:
-        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, max_restarts=max_restarts)
-    if opts.nranks and opts.nranks != ident.world_size:
-        raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
-    launcher.die_with_parent()
-    logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose, ident.run_id)
-    from nccl_bench.job.store import JobStore
-    try:
-        store = JobStore(ident, timeout=store_timeout)
-    except StoreUnreachable as e:
-        if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
-            print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    job = Job(ident, store)
-    code = EXIT_FAILED
-    try:
-        code = guarded(lambda: worker(job))
-        if code == 130:  # interrupted: another rank may be blocked in a collective with us, so do not wait
-            job.leave_timeout = INTERRUPTED_LEAVE_S  # for it; our exit closes its connections and frees it
-    finally:
-        leave(store, min(store_timeout, 30.0) if job.leave_timeout is None else job.leave_timeout)
-    return code
-
-
-def leave(store, timeout: float) -> None:
-    """Rank 0 hosts the store: it closes only after every rank is done with it."""
-    n, me = store.ident.world_size, store.ident.rank
-    try:
-        store.barrier("exit", timeout=timeout)
-        if me != 0:
-            store.raw.set(f"exit/left/{me}", b"1")
-        elif n > 1:
-            store.raw.wait([f"exit/left/{r}" for r in range(1, n)], timedelta(seconds=5))
-    except Exception:
-        pass  # a rank that is gone cannot be waited for; the job's verdict is already made
-    store.close()

@@ -1,3 +1,3 @@
 """locate: which GPU, link or node drags collectives down. The command, point-to-point between every
 pair (pairs), bisection by halves (halves) and the suspects named from both (suspects). May import the
-shared floors (core, comm, job, measure); never another feature."""
+shared layers (core, records, comm, job, measure); never another feature."""

@@ -27,7 +27,8 @@ from nccl_bench.core.launch import launcher_node
 from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
 from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.locate import suspects as S
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+from nccl_bench.job.runner import Job, run_job
 from nccl_bench.job.options import JobOptions
 
 
@@ -259,5 +260,5 @@ def report(o: LocateOptions, job, rows, steps, found, checks, nodes, local, why)
 
 
 if __name__ == "__main__":
-    from nccl_bench.job.cli import guarded
+    from nccl_bench.job.runner import guarded
     sys.exit(guarded(lambda: main(sys.argv[1:])))

@@ -20,7 +20,8 @@ import tempfile
 from nccl_bench.core import launch, results
 from nccl_bench import records
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
-from nccl_bench.job.cli import Job, Parser, add_job_args, job_options, prog, run_job
+from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
+from nccl_bench.job.runner import Job, run_job
 
 MAX_ITERS = 10_000
 
@@ -81,7 +82,7 @@ class ReplayOptions:
 def main(argv: list[str]) -> int:
     """The launcher reads every file once, checks what the replay may start (its ranks, its memory), and
     hands each rank its own sequence; under torchrun, srun or mpirun every rank reads the files itself."""
-    from nccl_bench.replay import bounds, traces
+    from nccl_bench.replay import admission, traces
     a = parser().parse_args(argv)
     check_args(a)
     if a.sequences:  # a rank of ours: its calls as the launcher read them (rank 0: every rank's, to fold)
@@ -96,7 +97,7 @@ def main(argv: list[str]) -> int:
     if launch.detect() is not None:
         return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=opts.json)
     fitted = workload.fit(opts.job.local_ranks())
-    bounds.check(fitted, opts.job.backend, opts.job.local_ranks())
+    admission.check(fitted, opts.job.backend, opts.job.local_ranks())
     for line in traces.describe(fitted):
         print(line, flush=True)
     folder = write_sequences(fitted, opts.digest)

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.replay.bounded import load_json, read_capped
+from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.frgroups import (MAX_RANKS, configs_of, rooted_and_split, show, window_and_stop,
                                          workload)
 from nccl_bench.replay.workload import Op, Workload
@@ -60,7 +60,7 @@ class PlainData(pickle.Unpickler):
 
 
 def load_dump(path: Path) -> dict:
-    """One rank's dump, pickle or JSON, read within bounds (nccl_bench.replay.bounded) and checked to be a
+    """One rank's dump, pickle or JSON, read within bounds (nccl_bench.replay.capped_read) and checked to be a
     Flight Recorder dump."""
     data = read_capped(path)
     if data.lstrip()[:1] == b"{":

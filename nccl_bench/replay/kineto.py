@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.replay.bounded import load_json, read_capped
+from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.workload import Group, Op, Workload
 from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES
 from nccl_bench.replay.frgroups import ranks_list

@@ -26,7 +26,7 @@ from pathlib import Path
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
 from nccl_bench.measure.vocabulary import ELEMENT_BYTES, OPS
-from nccl_bench.replay.bounded import load_json, read_capped
+from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.workload import SEND_RECV, Group, Op, Workload
 
 FORMAT = "nccl-bench-workload/1"

@@ -41,7 +41,7 @@ def main() -> int:
         report["cupti"] = f"unavailable: {type(e).__name__}: {e}"
         cupti = None
 
-    from nccl_bench.job.cli import guarded
+    from nccl_bench.job.runner import guarded
     from stress.command import main as stress_main
     code = guarded(lambda: stress_main(args))
     if cupti is not None:

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from nccl_bench.job.cli import guarded, run_job  # noqa: E402
+from nccl_bench.job.runner import guarded, run_job  # noqa: E402
 from nccl_bench.comm import InitPlan  # noqa: E402
 from nccl_bench.core.deadline import Deadline  # noqa: E402
 from nccl_bench.core.errors import CommError  # noqa: E402
