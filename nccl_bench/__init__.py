@@ -12,6 +12,16 @@ class Terminated(BaseException):
     """SIGTERM in a process the user started, raised where KeyboardInterrupt is for SIGINT."""
 
 
+def honour_ctrl_c() -> None:
+    """A command the user started listens to Ctrl-C even when its parent ignored SIGINT (a script's `cmd &`
+    starts it so): an ignored SIGINT is inherited, and the run would go on to its verdict regardless. Ranks
+    our launcher started keep what it gave them."""
+    import os
+    import signal
+    if not os.environ.get(SELF_LAUNCH_ENV) and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _raise_terminated(signum, frame):
     raise Terminated()
 

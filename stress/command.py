@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from nccl_bench.core import launch, sysinfo
+from nccl_bench.core import launch, results, sysinfo
+from nccl_bench.core.errors import UsageError
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 from nccl_bench.job.runner import guarded, launch_quietly, run_job
-from nccl_bench.core.errors import UsageError
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
@@ -85,12 +85,17 @@ def check_journal(opts: StressOptions, nranks: int, path: Path) -> None:
     """In the driver, holding the journal, before any process starts: can it be written or
     continued (exit 2 if not)?"""
     if opts.summary_json:
-        s = Path(opts.summary_json)
-        if s.exists() or not s.parent.is_dir():
-            raise UsageError(f"--summary-json {s}: " + ("already exists; results are never overwritten"
-                                                        if s.exists() else f"folder {s.parent} does not exist"))
+        results.check_writable(opts.summary_json, "--summary-json")
     if opts.resume:
-        journal.check_resumable(journal.read(path, on_round=lambda row: None), opts.identity(nranks), path)
+        done: dict[str, int] = {}  # rounds per mode the journal holds
+
+        def count(row: dict) -> None:
+            done[row["mode"]] = max(done.get(row["mode"], 0), int(row["round"]) + 1)
+        journal.check_resumable(journal.read(path, on_round=count), opts.identity(nranks), path)
+        if max(done.values(), default=0) > opts.rounds:
+            raise UsageError(f"--resume: {path} already holds {max(done.values())} rounds of a mode, more than "
+                             f"--rounds {opts.rounds}; pass --rounds {max(done.values())} or more to go on")
+        journal.check_appendable(path)
     else:
         journal.check_new(path)
 
@@ -120,6 +125,8 @@ def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> in
 
 def console() -> int:
     """The `nccl-stress` console script, and `python -m stress`."""
+    from nccl_bench import honour_ctrl_c
+    honour_ctrl_c()
     return guarded(lambda: main(sys.argv[1:]))
 
 

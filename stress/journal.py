@@ -97,13 +97,25 @@ def _take(out: Contents, line: str, on_round) -> None:
 
 
 def check_new(path: str | Path) -> None:
-    """A fresh run never touches an existing file, and needs its folder."""
+    """A fresh run never touches an existing file, needs its folder, and proves it can write there."""
     p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--journal {p}: a folder, where a file is expected")
     if p.exists():
         raise UsageError(f"journal {p} already exists; pass --resume to continue it "
                          "(a journal is never overwritten)")
     if not p.parent.is_dir():
         raise UsageError(f"folder {p.parent} does not exist (for --journal {p})")
+    results.check_folder(p.parent, f"--journal {p}")
+
+
+def check_appendable(path: str | Path) -> None:
+    """--resume appends: the journal must take a write (read-only storage would lose every new round)."""
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise UsageError(f"--resume: cannot write to journal {path} ({e.strerror or e})") from None
 
 
 def check_resumable(contents: Contents, identity: dict, path) -> None:
@@ -115,6 +127,10 @@ def check_resumable(contents: Contents, identity: dict, path) -> None:
         k = diff[0]
         raise UsageError(f"--resume: {path} was written with {k}={theirs.get(k)!r}, this run has "
                          f"{k}={identity.get(k)!r}; resume with the same options")
+
+
+class JournalWriteError(RuntimeError):
+    """The journal refused a line (a full disk): said with its path, the rounds before kept."""
 
 
 class Writer:
@@ -137,9 +153,13 @@ class Writer:
         line = json.dumps(obj, separators=(",", ":")) + "\n"
         if failpoint.armed("append"):
             failpoint.write_then_die(self._f, line)
-        self._f.write(line)
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        try:
+            self._f.write(line)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as e:  # a full disk: the rounds written before stay, and --resume goes on from them
+            raise JournalWriteError(f"journal {self.path}: cannot write ({e.strerror or e}); the rounds before "
+                                    "are kept, --resume continues it once there is room") from None
 
     def round(self, row: dict) -> None:
         ranks = [r.to_json() if r else None for r in row.get("ranks") or []]

@@ -109,10 +109,16 @@ class JournalOwner:
         return (rec if isinstance(rec, dict) else None), age
 
     def acquire(self) -> None:
+        if self.journal.is_dir():
+            raise UsageError(f"--journal {self.journal}: a folder, where a file is expected")
         if not self.path.parent.is_dir():
             raise UsageError(f"folder {self.path.parent} does not exist (for --journal {self.journal})")
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:  # read-only storage, /proc, /sys: nothing of the run could be kept there
+                raise UsageError(f"--journal {self.journal}: cannot write in {self.path.parent} "
+                                 f"({e.strerror or e})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -21,6 +21,7 @@ RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed"
 # 8 nearly doubles 4 and matches a plain nccl4py loop, where 16 holds twice the communicators (GPU memory,
 # NCCL threads) for a third more (docs/validation.md).
 DESTROYS_IN_FLIGHT = 8
+MAX_ROUNDS = 100_000_000  # per mode: a month of rounds at 30 a second; the run holds one byte a round
 
 
 def default_timeout(backend: str) -> float:
@@ -55,9 +56,9 @@ class StressOptions:
     fail_on_leak: bool = False  # a LEAK verdict makes the run exit 1
 
     def __post_init__(self):
-        at_least("--rounds", self.rounds, 1)
-        if not self.skew_max >= 0:
-            raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
+        at_least("--rounds", self.rounds, 1, most=MAX_ROUNDS)
+        if not 0 <= self.skew_max <= 3600:
+            raise UsageError(f"--skew-max must be 0 to 3600 seconds, got {self.skew_max:g}")
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown --collective '{self.collective}' (choose from {', '.join(COLLECTIVES)})")
         at_least("--bytes", self.bytes, 4, " (one float32)")

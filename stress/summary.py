@@ -1,4 +1,5 @@
-"""The live progress line (only on a terminal) and the final table per init mode."""
+"""The live progress line (redrawn on a terminal; elsewhere a plain line every 10 s) and the final table per
+init mode."""
 from __future__ import annotations
 
 import sys
@@ -12,14 +13,20 @@ from stress.tally import COLUMNS
 class Progress:
     """`[stock] 37/1000 ███░░ 12 failed  3.2 rounds/s` on stderr, redrawn in place."""
 
+    EVERY_S = 10.0  # off a terminal (a log, a pipe): one plain line this often, so a long run is never silent
+
     def __init__(self, stream=None, width: int = 24):
         self.stream = stream or sys.stderr
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
         self.width = width
         self._shown = False
+        self._last = time.monotonic()
 
     def update(self, mode: str, done: int, total: int, failures: int, rate: float) -> None:
         if not self.enabled:
+            if time.monotonic() - self._last >= self.EVERY_S:
+                self._last = time.monotonic()
+                print(f"[{mode}] {done}/{total} rounds, {failures} failed, {rate:.2f} rounds/s", flush=True)
             return
         fill = int(self.width * done / max(total, 1))
         bar = "#" * fill + "." * (self.width - fill)

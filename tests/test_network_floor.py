@@ -80,7 +80,7 @@ def test_a_slow_network_fails_and_a_fast_one_passes(sysfs, tmp_path):
 
 
 @pytest.mark.parametrize("make, said", [
-    (lambda t: t.joinpath("x.json").write_text("{not json") and str(t / "x.json"), "not a bench result"),
+    (lambda t: t.joinpath("x.json").write_text("{not json") and str(t / "x.json"), "not a result of nccl-bench"),
     (lambda t: bench_file(t, 1.0, hosts=("node0",)), "ran on 1 node(s) (node0): run bench across the nodes"),
     (lambda t: bench_file(t, 1.0, coll="all_gather"), "no all_reduce rows"),
     (lambda t: str(t / "missing.json"), "cannot read it"),

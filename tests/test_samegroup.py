@@ -104,6 +104,7 @@ def test_probe_on_torch_without_gpus_is_one_line_exit_2():
     from nccl_bench.comm import gpu_count
     if gpu_count() >= 2:
         return  # the GPU machine runs the probe for real (tests/gpu/samegroup.sh)
-    err = one_line_error(run(["-m", "nccl_bench", "info", "--probe"], timeout=60))
+    # asked for by name; without the word, info --probe takes the CPU model (every command runs without a GPU)
+    err = one_line_error(run(["-m", "nccl_bench", "info", "--probe", "--backend", "torch"], timeout=60))
     assert "needs 2 GPUs" in err
     assert "belongs to --probe" in one_line_error(run(["-m", "nccl_bench", "info", "--delay", "1"], timeout=60))

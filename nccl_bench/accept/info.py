@@ -10,6 +10,7 @@ import json
 from tabulate import tabulate
 
 from nccl_bench.accept import staleprobe
+from nccl_bench.comm import gpu_count
 from nccl_bench.core import sysinfo
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.job.cli import Parser, prog
@@ -31,18 +32,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--probe", action="store_true",
                    help="run pytorch#178473's scenario on this torch (one process group, a new communicator per "
                         "round on another GPU, ranks per root 1, one rank 3 s late) and say whether it is affected")
-    p.add_argument("--backend", default="torch", help="--probe on: torch (default) or gloo (the CPU model)")
+    p.add_argument("--backend", default=None, help="--probe on: torch (default with 2 GPUs or more) or gloo (the "
+                   "CPU model, the default without them)")
     p.add_argument("--nranks", type=int, default=None, help="--probe ranks (default: every GPU; 2 on gloo)")
     p.add_argument("--delay", type=float, default=3.0, help="--probe: the late rank's sleep, s (default 3)")
     p.add_argument("--timeout", type=float, default=8.0, help="--probe: per-round deadline, s (default 8)")
     p.add_argument("--journal", default=None, metavar="PATH",
                    help="--probe: keep the evidence here (default results/runs/probe-<machine>-<time>.jsonl)")
     a = p.parse_args(argv)
-    given = [f for f, v, d in (("--backend", a.backend, "torch"), ("--nranks", a.nranks, None), ("--delay", a.delay, 3.0),
+    given = [f for f, v, d in (("--backend", a.backend, None), ("--nranks", a.nranks, None), ("--delay", a.delay, 3.0),
                                ("--timeout", a.timeout, 8.0), ("--journal", a.journal, None)) if v != d]
     if given and not a.probe:
         raise UsageError(f"{given[0]} belongs to --probe")
-    popts = staleprobe.ProbeOptions(a.backend, a.nranks, a.delay, a.timeout, journal=a.journal) if a.probe else None
+    backend = a.backend or ("torch" if gpu_count() >= 2 else "gloo")  # every command runs without a GPU
+    popts = staleprobe.ProbeOptions(backend, a.nranks, a.delay, a.timeout, journal=a.journal) if a.probe else None
     info = gather()
     if popts is not None:
         print(f"probe: {staleprobe.ISSUE}'s scenario on {popts.backend} x{popts.nranks}, {popts.rounds} rounds, "

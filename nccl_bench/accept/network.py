@@ -10,7 +10,6 @@ is measured and said, not judged: sockets tell nothing of a cluster's InfiniBand
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from nccl_bench.accept import nics
@@ -25,21 +24,23 @@ MAX_FILE = 64 << 20  # a bench file of a few collectives and sizes is kilobytes
 
 
 def load(path: str) -> tuple[list[dict], dict]:
-    """(rows, meta) of a bench file from elsewhere, its size bounded before it is parsed."""
+    """(rows of every cycle, meta) of a bench file from elsewhere, its size bounded before it is parsed and
+    every row checked (nccl_bench.records: a busbw of -5, NaN or a nesting that never ends is one line)."""
     from nccl_bench import records
     p = Path(path)
     try:
         size = p.stat().st_size
-        if size > MAX_FILE:
-            raise UsageError(f"--network {path}: {size} bytes, more than a bench file holds ({MAX_FILE >> 20} MiB)")
-        doc = json.loads(p.read_bytes())
-        res = records.from_doc(doc, f"--network {path}")
-        rows, meta = res.every_cycle(), res.meta
     except OSError as e:
         raise UsageError(f"--network {path}: cannot read it ({e.strerror})") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as e:  # not JSON, or not a bench file's shape
-        raise UsageError(f"--network {path}: not a bench result ({type(e).__name__})") from None
-    return rows, meta if isinstance(meta, dict) else {}
+    if size > MAX_FILE:
+        raise UsageError(f"--network {path}: {size} bytes, more than a bench file holds ({MAX_FILE >> 20} MiB)")
+    try:
+        res = records.load(path)
+    except UsageError as e:
+        raise UsageError(f"--network {e}") from None
+    if res.kind != "bench":
+        raise UsageError(f"--network {path}: a {res.kind} result, where a bench result across the nodes is needed")
+    return res.every_cycle(), res.meta
 
 
 def measured(rows: list[dict], meta: dict, path: str) -> tuple[int, float, int, int]:

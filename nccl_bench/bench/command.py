@@ -15,7 +15,7 @@ import shutil
 import tempfile
 
 from nccl_bench.measure import collectives
-from nccl_bench.measure import datacheck
+from nccl_bench.measure import fits
 from nccl_bench.bench import algoprobe
 from nccl_bench.core import launch, results
 from nccl_bench.job import launcher
@@ -24,7 +24,7 @@ from nccl_bench.job.runner import run_job
 from nccl_bench.core.errors import UsageError
 from nccl_bench.bench.split import from_env as split_from_env, groups
 from nccl_bench.bench.options import ALGOS, BenchOptions
-from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, ELEMENT_BYTES, OPS, parse_size
+from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, OPS, parse_size
 from nccl_bench.bench.worker import probe_worker, worker
 
 
@@ -59,10 +59,11 @@ def parser() -> Parser:
 
 def add_sweep_args(p: Parser) -> None:
     """What nccl-tests' options say is run: collectives, sizes, iterations, type, op, root, launch mode."""
-    p.add_argument("--collective", default="all_reduce", help="collective(s), comma separated, or all: "
-                   + ",".join(collectives.NAMES))
-    p.add_argument("-b", "--minbytes", default="32M", help="smallest size, bytes of the largest buffer (K/M/G)")
-    p.add_argument("-e", "--maxbytes", default="32M", help="largest size (K/M/G)")
+    p.add_argument("--collective", default="all_reduce", help="collective(s), comma separated, or all (default "
+                   "all_reduce, as all_reduce_perf): " + ",".join(collectives.NAMES))
+    p.add_argument("-b", "--minbytes", default="32M", help="smallest size, bytes of the largest buffer (K/M/G; "
+                   "default 32M, as nccl-tests)")
+    p.add_argument("-e", "--maxbytes", default="32M", help="largest size (K/M/G; default 32M, as nccl-tests)")
     p.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by this factor")
     p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes (default 1M when no -f)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
@@ -132,22 +133,9 @@ def _root(text: str) -> int | str:
 # --- the driver (before any rank runs) -------------------------------------------------------------
 def check_fits(o: BenchOptions, nranks: int) -> None:
     """Sizes that cannot fit in one GPU's memory (or the CPU's share) fail before launching."""
-    from nccl_bench.core import sysinfo
-    elts = {ELEMENT_BYTES[DTYPES[t]] for t in o.types()}
-    need = max(2 * (max(lay.send, lay.recv) + o.unalign) * elt for elt in elts for lay in
-               (collectives.get(c).layout(o.max_bytes, elt, nranks, 0) for c in o.collectives))
-    need += 4 * datacheck.CHUNK * 8  # the check's int64 temporaries
-    if o.job.backend == "gloo":
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // max(nranks, 1)
-        where = f"this machine's memory per rank ({have / 2**30:.1f} GiB)"
-    else:
-        devs = sysinfo.gpus().get("devices") or []
-        if not devs:
-            return
-        have = min(d["memory_gib"] for d in devs) * 2**30
-        where = f"GPU memory ({have / 2**30:.0f} GiB)"
-    if need > have:
-        raise UsageError(f"-e/--maxbytes {o.max_bytes}: buffers need {need / 2**30:.1f} GiB, more than {where}")
+    need = fits.need_bytes(o.collectives, o.max_bytes, o.types(), nranks, o.unalign)
+    if (why := fits.why_not(o.job.backend, need, nranks)):
+        raise UsageError(f"-e/--maxbytes {o.max_bytes}: {why}")
 
 
 def check_ranks(o: BenchOptions, nranks: int, named: list[str]) -> None:
@@ -165,7 +153,7 @@ def check_ranks(o: BenchOptions, nranks: int, named: list[str]) -> None:
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     o = options(a)
-    results.check_writable(o.json)
+    results.check_writable(o.json, "-J/--json", kind="bench")
     ident = launch.detect()
     nranks = ident.world_size if ident else o.job.local_ranks()
     check_ranks(o, nranks, a.collective.split(","))

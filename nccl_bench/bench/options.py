@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nccl_bench.measure import collectives
+from nccl_bench.measure import collectives, fits
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions, split_list
-from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, FLOATING, OPS, TYPE_NAMES
+from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, ELEMENT_BYTES, FLOATING, OPS, TYPE_NAMES
 from nccl_bench.bench.split import parse as parse_split
 from nccl_bench.measure.sweepplan import SweepPlan, size_steps
 from nccl_bench.measure.timing import TimingPlan
@@ -71,6 +71,12 @@ class BenchOptions:
                 raise UsageError(f"{name} must be 0 or 1, got {value}")
         if self.per_iter_skip and not self.per_iter:
             raise UsageError("-K/--per_iter_skip needs -I/--per_iter_timing 1")
+        if self.min_bytes < 1:
+            raise UsageError(f"-b/--minbytes {self.min_bytes}: the smallest size is at least 1 byte")
+        element = min(ELEMENT_BYTES[DTYPES[t]] for t in self.types())
+        if self.max_bytes < element:
+            raise UsageError(f"-e/--maxbytes {self.max_bytes}: no size up to it holds one {element}-byte element, so "
+                             "nothing would be measured")
         if self.min_bytes > self.max_bytes:
             raise UsageError(f"-b/--minbytes {self.min_bytes} is larger than -e/--maxbytes {self.max_bytes}")
         if self.factor is not None and self.step is not None:
@@ -93,15 +99,15 @@ class BenchOptions:
         if self.local_register and self.job.backend != "nccl":
             raise UsageError(f"-R/--local_register {self.local_register} needs --backend nccl "
                              f"(buffer registration is NCCL's); got --backend {self.job.backend}")
+        if self.job.backend == "gloo" and self.max_bytes > fits.GLOO_MAX_BYTES:
+            raise UsageError(f"-e/--maxbytes {self.max_bytes} is too large for the CPU (gloo) model; "
+                             "keep it <= 256M")
         self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph, self.agg_iters, bool(self.per_iter),
                                  self.warmup_ms)
         self.sweep_plan(self.job.timeout, *self.combos(collectives.get(self.collectives[0]), 1)[0])  # -a -c -N -u -K
         if not self.pairs():
             raise UsageError(f"no collective in {','.join(self.collectives)} runs with --algo {','.join(self.algos)} "
                              "(tree applies to all_reduce only)")
-        if self.job.backend == "gloo" and self.max_bytes > 256 << 20:
-            raise UsageError(f"-e/--maxbytes {self.max_bytes} is too large for the CPU (gloo) model; "
-                             "keep it <= 256M")
 
     @property
     def torch_dtype_name(self) -> str:

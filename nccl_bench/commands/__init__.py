@@ -33,6 +33,8 @@ def main() -> int:
     """The `nccl-bench` console script, and `python -m nccl_bench` (not in __main__.py: a rank started
     with `-m nccl_bench` from a forked launcher would find that module already imported)."""
     import sys
+    from nccl_bench import honour_ctrl_c
+    honour_ctrl_c()
     try:  # a Ctrl-C while the job machinery imports is the one line too, not a traceback
         from nccl_bench.job.runner import guarded
     except KeyboardInterrupt:

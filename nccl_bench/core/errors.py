@@ -15,10 +15,18 @@ class UsageError(Exception):
     """Bad arguments, environment or files: the command cannot run (exit 2)."""
 
 
-def at_least(option: str, value, floor, unit: str = "") -> None:
-    """An option below its floor is bad input that names it: '--rounds must be >= 1, got 0'."""
+def at_least(option: str, value, floor, unit: str = "", most=None) -> None:
+    """An option below its floor (or above `most`) is bad input that names it: '--rounds must be >= 1, got 0'."""
     if value < floor:
         raise UsageError(f"{option} must be >= {floor}{unit}, got {value}")
+    if most is not None and value > most:
+        raise UsageError(f"{option} must be <= {most}{unit}, got {value}")
+
+
+def seconds(option: str, value: float, most: float = 7 * 86400.0) -> None:
+    """A duration: above 0, finite, at most a week (inf or NaN would wait forever or never)."""
+    if not 0 < value <= most:  # NaN fails this too
+        raise UsageError(f"{option} must be above 0 and at most {most:g} seconds, got {value:g}")
 
 
 class StoreUnreachable(UsageError):

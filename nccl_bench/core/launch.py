@@ -5,6 +5,7 @@ Multi-node runs go through torchrun or srun as users already run them.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -38,11 +39,49 @@ def _is_local(addr: str) -> bool:
     return addr.startswith("127.")
 
 
-def _int(env, name: str) -> int:
+def _int(env, name: str, default: int | None = None) -> int:
+    if default is not None and not str(env.get(name, "")).strip():
+        return default
     try:
         return int(env[name])
     except (KeyError, ValueError):
-        raise UsageError(f"launcher environment: {name} is missing or not an integer") from None
+        raise UsageError(f"launcher environment: {name}={env.get(name, '')!r} is missing or not an integer") from None
+
+
+def _port(env) -> int:
+    port = _int(env, "MASTER_PORT", 29500)
+    if not 1 <= port <= 65535:
+        raise UsageError(f"launcher environment: MASTER_PORT={port} is not a TCP port (1..65535)")
+    return port
+
+
+def _addr(env, default: str) -> str:
+    """MASTER_ADDR as given; a dotted quad must be an IPv4 address (256.1.1.1 is no host to wait for)."""
+    addr = (env.get("MASTER_ADDR") or default).strip()
+    if re.fullmatch(r"[0-9.]+", addr):
+        try:
+            ipaddress.IPv4Address(addr)
+        except ValueError:
+            raise UsageError(f"launcher environment: MASTER_ADDR={addr!r} is not an IPv4 address") from None
+    elif addr and not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]%]+", addr):
+        raise UsageError(f"launcher environment: MASTER_ADDR={addr!r} is not a host name or address")
+    return addr
+
+
+def _checked(ident: "Identity") -> "Identity":
+    """Ranks inside their world, before anything waits on them."""
+    if ident.world_size < 1:
+        raise UsageError(f"launcher environment: the world size is {ident.world_size}, not at least 1")
+    if not 0 <= ident.rank < ident.world_size:
+        raise UsageError(f"launcher environment: rank {ident.rank} is outside a world of {ident.world_size} "
+                         f"(ranks 0..{ident.world_size - 1})")
+    if ident.local_world_size > 0 and not 0 <= ident.local_rank < ident.local_world_size:
+        raise UsageError(f"launcher environment: local rank {ident.local_rank} is outside this node's "
+                         f"{ident.local_world_size} rank(s)")
+    if ident.local_world_size > ident.world_size:
+        raise UsageError(f"launcher environment: {ident.local_world_size} ranks on this node, more than the "
+                         f"world's {ident.world_size}")
+    return ident
 
 
 def first_host(nodelist: str) -> str:
@@ -83,24 +122,22 @@ def detect(env=None) -> Identity | None:
     env = os.environ if env is None else env
     host = node_name(env)
     if "RANK" in env and "WORLD_SIZE" in env:  # torchrun, our self-launch, or plain env://
-        return Identity(
-            rank=_int(env, "RANK"), world_size=_int(env, "WORLD_SIZE"),
-            local_rank=int(env.get("LOCAL_RANK", 0)),
-            local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
-            master_addr=env.get("MASTER_ADDR", "127.0.0.1"), master_port=int(env.get("MASTER_PORT", 29500)),
-            launcher="torchrun", host=host, run_id=env.get("TORCHELASTIC_RUN_ID", "env"),
-            restart=int(env.get("TORCHELASTIC_RESTART_COUNT", 0)),
-            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true")
+        world = _int(env, "WORLD_SIZE")
+        return _checked(Identity(
+            rank=_int(env, "RANK"), world_size=world, local_rank=_int(env, "LOCAL_RANK", 0),
+            local_world_size=_int(env, "LOCAL_WORLD_SIZE", world), master_addr=_addr(env, "127.0.0.1"),
+            master_port=_port(env), launcher="torchrun", host=host, run_id=env.get("TORCHELASTIC_RUN_ID", "env"),
+            restart=_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"))
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and "SLURM_STEP_ID" in env:
-        master = env.get("MASTER_ADDR") or first_host(
-            env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", ""))
+        master = _addr(env, "") or first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", ""))
         ntasks = _int(env, "SLURM_NTASKS")
-        nnodes = int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", 1)))
-        return Identity(
-            rank=_int(env, "SLURM_PROCID"), world_size=ntasks, local_rank=int(env.get("SLURM_LOCALID", 0)),
+        nnodes = _int(env, "SLURM_STEP_NUM_NODES", _int(env, "SLURM_NNODES", 1))
+        return _checked(Identity(
+            rank=_int(env, "SLURM_PROCID"), world_size=ntasks, local_rank=_int(env, "SLURM_LOCALID", 0),
             local_world_size=ntasks if nnodes == 1 else -1, master_addr=master,
-            master_port=int(env.get("MASTER_PORT", 29500)), launcher="slurm", host=host,
-            run_id=f"{env.get('SLURM_JOB_ID', 'slurm')}.{env['SLURM_STEP_ID']}")
+            master_port=_port(env), launcher="slurm", host=host,
+            run_id=f"{env.get('SLURM_JOB_ID', 'slurm')}.{env['SLURM_STEP_ID']}"))
     for names in MPI_ENV:  # mpirun / mpiexec: Open MPI, then MPICH and Intel MPI (Hydra)
         if names[0] in env and names[1] in env:
             return _mpi(env, *names, host=host)
@@ -115,11 +152,11 @@ MPI_ENV = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOC
 def _mpi(env, rank: str, size: str, local_rank: str, local_size: str, host: str) -> Identity:
     """An MPI launcher's ranks: the job store at MASTER_ADDR (this node when every rank is local)."""
     n = _int(env, size)
-    local_n = int(env.get(local_size, n))
-    return Identity(
-        rank=_int(env, rank), world_size=n, local_rank=int(env.get(local_rank, 0)), local_world_size=local_n,
-        master_addr=env.get("MASTER_ADDR", "127.0.0.1" if local_n == n else ""),
-        master_port=int(env.get("MASTER_PORT", 29500)), launcher="mpi", host=host)
+    local_n = _int(env, local_size, n)
+    return _checked(Identity(
+        rank=_int(env, rank), world_size=n, local_rank=_int(env, local_rank, 0), local_world_size=local_n,
+        master_addr=_addr(env, "127.0.0.1" if local_n == n else ""),
+        master_port=_port(env), launcher="mpi", host=host))
 
 
 def describe(env=None) -> str:

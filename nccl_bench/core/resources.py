@@ -38,6 +38,27 @@ def host_available() -> int | None:
     return None
 
 
+RANK_BYTES = 300 << 20  # a rank's own footprint: Python, torch and its libraries imported
+RANK_FILES = 8  # descriptors a rank costs its launcher and the job store (pipes, sockets)
+RANK_THREADS = 16  # threads a rank runs (torch's pools, the store's client, watchdogs)
+
+
+def local_ranks_limit(n: int) -> str | None:
+    """Why `n` ranks cannot start on this node (memory, open files, processes), or None."""
+    import resource
+    have = host_available()
+    if have is not None and n * RANK_BYTES > have:
+        return (f"{n} ranks need about {n * RANK_BYTES / 2**30:.1f} GiB of host memory ({RANK_BYTES >> 20} MiB a "
+                f"rank), and this machine has {have / 2**30:.1f} GiB available")
+    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if files != resource.RLIM_INFINITY and n * RANK_FILES + 64 > files:
+        return f"{n} ranks need about {n * RANK_FILES + 64} open files, and the limit is {files} (ulimit -n)"
+    procs, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if procs != resource.RLIM_INFINITY and n * RANK_THREADS > procs:
+        return f"{n} ranks run about {n * RANK_THREADS} threads, and the limit is {procs} (ulimit -u)"
+    return None
+
+
 def _count(path: str) -> int | None:
     try:
         return len(os.listdir(path))

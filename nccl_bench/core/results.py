@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,15 +30,47 @@ def latest_run(folder: Path = RUNS) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime, default=None)
 
 
-def check_writable(path: str | Path | None, option: str = "--json") -> None:
-    """Fail early (exit 2) if a requested output file exists or its folder is missing."""
+def check_writable(path: str | Path | None, option: str = "--json", kind: str | None = None) -> None:
+    """Prove before any work that the output can be written (exit 2 if not): the file is new, its folder
+    exists, and a placeholder made there is removed again. No path but a `kind`: the default folder
+    (results/runs/), made if missing, proven the same way."""
     if path is None:
+        if kind is not None:
+            check_folder(default_path(kind).parent, f"the default folder for {kind} results", make=True)
         return
     p = Path(path)
-    if p.exists():
+    if p.is_dir():
+        raise UsageError(f"{option} {p}: a folder, where a file is expected")
+    if p.exists() or p.is_symlink():
         raise UsageError(f"{p} already exists; results are never overwritten (choose another {option} path)")
     if not p.parent.is_dir():
         raise UsageError(f"folder {p.parent} does not exist (for {option} {p})")
+    check_folder(p.parent, f"{option} {p}")
+
+
+def check_folder(folder: Path, what: str, make: bool = False) -> None:
+    """A file can be made in `folder` (made first where `make`), or UsageError naming `what`."""
+    try:
+        if make:
+            folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".nccl-bench-probe-{os.getpid()}"
+        with open(probe, "x"):
+            pass
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e})") from None
+
+
+def check_out_folder(out: str | Path, option: str = "--out") -> None:
+    """A folder a command fills (report, fleet): new or empty, and writable."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{option} {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise UsageError(f"{option} {out} is not empty; nothing is written over files")
+    if not out.exists() and not out.parent.is_dir():
+        raise UsageError(f"{option} {out}: folder {out.parent} does not exist")
+    check_folder(out if out.is_dir() else out.parent, f"{option} {out}")
 
 
 def write(kind: str, rows: list[dict], meta: dict, path: str | Path | None = None) -> Path:
@@ -55,18 +90,38 @@ def strict(value):
 
 
 def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
-    """Write a whole document (bench: nccl-tests' layout, nccl_bench.records.bench), never overwriting."""
+    """Write a whole document, never overwriting. Where the disk refuses it at the end (full, gone read-only),
+    what was computed is kept: the document goes to a fallback file in the temporary folder, and a line on
+    stderr names both."""
     p = Path(path) if path else default_path(kind)
+    text = json.dumps(strict(doc), indent=1, allow_nan=False) + "\n"
+    try:
+        return _write_new(p, text, explicit=bool(path))
+    except OSError as e:
+        fallback = Path(tempfile.gettempdir()) / f"nccl-bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+        _write_new(fallback, text, explicit=False)
+        print(f"cannot write {p} ({e.strerror or e}); the result is kept in {fallback}", file=sys.stderr, flush=True)
+        return fallback
+
+
+def _write_new(p: Path, text: str, explicit: bool) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     candidate, n = p, 1
     while True:
         try:
-            with open(candidate, "x") as f:
-                json.dump(strict(doc), f, indent=1, allow_nan=False)
-                f.write("\n")
-            return candidate
+            f = open(candidate, "x")
         except FileExistsError:
-            if path:  # an explicit path that appeared meanwhile: do not invent another name
+            if explicit:  # an explicit path that appeared meanwhile: do not invent another name
                 raise UsageError(f"{candidate} already exists; results are never overwritten") from None
             candidate = p.with_name(f"{p.stem}-{n}{p.suffix}")
             n += 1
+            continue
+        try:
+            with f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            candidate.unlink(missing_ok=True)  # half a file is no result
+            raise
+        return candidate

@@ -38,11 +38,15 @@ def main(argv: list[str]) -> int:
     if not 0 <= a.min_deviation < 1:
         raise UsageError(f"--min-deviation must be in [0, 1), got {a.min_deviation:g}")
     out = Path(a.out) if a.out else results.RUNS / f"fleet-{time.strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"{out} already holds files; results are never overwritten (choose another --out)")
+    if a.out:
+        results.check_out_folder(out)
+    else:
+        results.check_folder(results.RUNS, "the default folder for fleet results", make=True)
     results.check_writable(a.junit, "--junit")
     t0 = time.perf_counter()
     nodes = outliers.read(a.files)
+    for line in outliers.folded(nodes):
+        print(f"fleet: {line}", flush=True)
     bad, stats = outliers.verdict(nodes, a.k, a.min_deviation)
     out.mkdir(parents=True, exist_ok=True)
     metrics = sorted({m for n in nodes.values() for m in n.values})

@@ -12,7 +12,6 @@ suspects and a FAIL against the profile flag a node on their own.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +31,7 @@ class Node:
     files: list[str] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)  # metric -> one value per file
     evidence: list[str] = field(default_factory=list)  # reasons of their own (wrong values, profile FAILs)
+    kinds: dict[str, int] = field(default_factory=dict)  # files per kind: two of one kind are folded, and said
 
     def value(self, metric: str) -> float | None:
         vs = sorted(self.values.get(metric) or [])
@@ -59,11 +59,17 @@ def read(paths: list[str]) -> dict[str, Node]:
         name = metrics.node_of(res)
         node = nodes.setdefault(name, Node(name))
         node.files.append(f)
+        node.kinds[res.kind] = node.kinds.get(res.kind, 0) + 1
         node.evidence += got.evidence
         for metric, v in got.values.items():
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                node.values.setdefault(metric, []).append(float(v))
+            node.values.setdefault(metric, []).append(float(v))
     return nodes
+
+
+def folded(nodes: dict[str, Node]) -> list[str]:
+    """A line for each node that more than one file of a kind speaks for: its values are their median."""
+    return [f"{name}: {n} {kind} files from this host, each metric their median ({', '.join(Path(f).name for f in node.files)})"
+            for name, node in sorted(nodes.items()) for kind, n in node.kinds.items() if n > 1]
 
 
 @dataclass

@@ -32,6 +32,7 @@ from nccl_bench.core.markers import span
 from nccl_bench.job.options import JobOptions, split_list
 
 DEFAULT_ROUNDS = 10
+MAX_ROUNDS = 100_000  # every rank's row of every round is held for the table and the file
 DEFAULT_RANKS_PER_ROOT = 128
 
 
@@ -79,11 +80,11 @@ class InitBenchOptions:
     json: str | None = None
 
     def __post_init__(self):
-        at_least("--rounds", self.rounds, 1)
+        at_least("--rounds", self.rounds, 1, most=MAX_ROUNDS)
         at_least("--warmup", self.warmup, 0)
-        if not self.skew_max >= 0:
-            raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
-        results.check_writable(self.json)
+        if not 0 <= self.skew_max <= 3600:
+            raise UsageError(f"--skew-max must be 0 to 3600 seconds, got {self.skew_max:g}")
+        results.check_writable(self.json, kind="init")
 
     @property
     def modes(self) -> list[str]:
@@ -313,7 +314,7 @@ def main(argv: list[str]) -> int:
         job = job_options(a, allow_all=True)
         check = LeakCheckOptions(a.leak_check, a.leak_every, a.leak_warmup, mode=job.init[0],
                                  depth=8 if a.destroys_in_flight is None else a.destroys_in_flight)
-        results.check_writable(a.json)
+        results.check_writable(a.json, kind="leakcheck")
         return run_job(["-m", "nccl_bench", "init", *argv], job, leak_worker(job, check, a.json), result=a.json)
     opts = InitBenchOptions(job=job_options(a, allow_all=True),
                             rounds=DEFAULT_ROUNDS if a.rounds is None else a.rounds,

@@ -31,7 +31,7 @@ from tabulate import tabulate
 from nccl_bench.core import results, stats, sysinfo
 from nccl_bench import records
 from nccl_bench.comm.bootstrap import MODES, check_mode, id_keys, num_roots, root_ranks
-from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
+from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least, seconds
 from nccl_bench.core.resources import host_available
 
 ID_BYTES = 128  # sizeof(ncclUniqueId)
@@ -61,17 +61,16 @@ class SimulateOptions:
         for k in self.ranks_per_root:
             at_least("--ranks-per-root", k, 1)
         at_least("--rounds", self.reinits, 1)
-        if not self.skew_max >= 0:
-            raise UsageError(f"--skew-max must be >= 0 seconds, got {self.skew_max:g}")
-        if not self.timeout > 0:
-            raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
+        if not 0 <= self.skew_max <= 3600:
+            raise UsageError(f"--skew-max must be 0 to 3600 seconds, got {self.skew_max:g}")
+        seconds("--timeout", self.timeout)
         at_least("--read-budget", self.read_budget, 1)
         need, have = estimate_bytes(self), host_available()
         if have is not None and need > have / 2:
             raise UsageError(f"--simulate-ranks {self.ranks} needs about {need / 2**30:.1f} GiB "
                              f"and this machine has {have / 2**30:.1f} GiB available: use fewer ranks "
                              "or a larger --ranks-per-root")
-        results.check_writable(self.json)
+        results.check_writable(self.json, kind="init-simulate")
 
     def configs(self) -> list[tuple[str, int | None]]:
         """(mode, ranks per root); regular has one root whatever the setting, so it runs once."""

@@ -22,7 +22,12 @@ def prog(command: str | None) -> str:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but an error is one line and exit 2 (no usage dump)."""
+    """argparse, but an error is one line and exit 2 (no usage dump), and an option is matched only by its
+    whole name (argparse would take --init for --init-rounds)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         raise UsageError(f"{self.prog}: {message}")

@@ -5,7 +5,9 @@ from dataclasses import dataclass, field
 
 from nccl_bench.comm.bootstrap import DEFAULT_RANKS_PER_ROOT, check_mode
 from nccl_bench.comm import check_backend, default_backend, gpu_count
-from nccl_bench.core.errors import UsageError, at_least
+from nccl_bench.core import launch
+from nccl_bench.core.errors import UsageError, at_least, seconds
+from nccl_bench.core.resources import local_ranks_limit
 
 
 def split_list(value: str | list[str], allowed: tuple[str, ...], what: str, all_word: str | None = None) -> list[str]:
@@ -30,6 +32,8 @@ def check_launch(backend: str | None, nranks: int | None) -> str:
     gpus = gpu_count()
     if backend in ("nccl", "torch") and nranks and nranks > gpus:
         raise UsageError(f"--nranks {nranks} is more than the {gpus} GPU(s) of this machine")
+    if nranks and launch.detect() is None and (why := local_ranks_limit(nranks)):  # ranks started here
+        raise UsageError(f"--nranks {nranks}: {why}")
     return backend
 
 
@@ -48,8 +52,7 @@ class JobOptions:
         self.backend = check_launch(self.backend, self.nranks)
         self.init = [check_mode(m) for m in self.init]
         at_least("--ranks-per-root", self.ranks_per_root, 1)
-        if not self.timeout > 0:
-            raise UsageError(f"--timeout must be above 0 seconds, got {self.timeout:g}")
+        seconds("--timeout", self.timeout)
 
     def local_ranks(self) -> int:
         """Ranks to self-launch when no launcher started us."""

@@ -43,6 +43,7 @@ class Job:
 
 
 INTERRUPTED_LEAVE_S = 1.0
+MIN_STORE_WAIT_S = 10.0  # ranks a launcher starts on several nodes arrive seconds apart
 
 
 def guarded(fn: Callable[[], int]) -> int:
@@ -107,8 +108,13 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
     `result` is the command's result file when known: each rank's library log goes beside it.
     """
-    store_timeout = store_timeout_default() if store_timeout is None else store_timeout
     ident = launch.detect()
+    if store_timeout is None:
+        store_timeout = store_timeout_default()
+        if ident is not None and not os.environ.get(SELF_LAUNCH_ENV) and "NCCL_BENCH_STORE_TIMEOUT" not in os.environ:
+            # a user's launcher: the wait for the job store is --timeout, but at least what ranks of one job
+            # started seconds apart need
+            store_timeout = min(store_timeout, max(opts.timeout, MIN_STORE_WAIT_S))
     if ident is None:
         return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, max_restarts=max_restarts)
     if opts.nranks and opts.nranks != ident.world_size:

@@ -53,7 +53,7 @@ class LocateOptions:
             self.fraction = 0.1 if self.job.backend == "gloo" else 0.8
         if not 0 < self.fraction < 1:
             raise UsageError(f"--fraction must be between 0 and 1, got {self.fraction}")
-        results.check_writable(self.json)
+        results.check_writable(self.json, kind="locate")
         results.check_writable(self.junit, "--junit")
 
     @property

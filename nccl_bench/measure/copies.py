@@ -35,7 +35,8 @@ def measure(device: int, nbytes: int = 512 << 20, repeats: int = 5) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m nccl_bench.measure.copies", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m nccl_bench.measure.copies", description=__doc__.splitlines()[0],
+                                allow_abbrev=False)
     p.add_argument("--json", required=True)
     p.add_argument("--mib", type=int, default=512)
     a = p.parse_args(argv)

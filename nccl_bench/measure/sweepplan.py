@@ -13,10 +13,17 @@ from nccl_bench.measure.timing import TimingPlan
 AGGREGATES = ("rank0", "avg", "min", "max")  # nccl-tests -a 0..3
 
 
+MAX_SIZES = 100_000  # points in one sweep: a bounded table and result file
+
+
 def size_steps(min_bytes: int, max_bytes: int, factor: float | None, step: int | None) -> list[int]:
-    """nccl-tests' sweep: multiply by `factor` when given, else add `step` bytes."""
+    """nccl-tests' sweep: multiply by `factor` when given, else add `step` bytes; more than MAX_SIZES points
+    is bad input (-i 1 from 8 B to 8 GiB would be billions)."""
     out, size = [], min_bytes
     while size <= max_bytes:
+        if len(out) == MAX_SIZES:
+            raise UsageError(f"-b {min_bytes} to -e {max_bytes} in steps of "
+                             f"{f'x{factor:g}' if factor else f'{step} bytes'} is more than {MAX_SIZES} sizes")
         out.append(int(size))
         nxt = size * factor if factor else size + step
         if int(nxt) <= size:

@@ -27,4 +27,10 @@ def parse_size(text: str, what: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)B?\s*", str(text), re.IGNORECASE)
     if not m:
         raise UsageError(f"{what}: '{text}' is not a size (e.g. 8, 64K, 1M, 8G)")
-    return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    size = int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    if size > MAX_SIZE:
+        raise UsageError(f"{what}: {text} is more than any GPU holds ({MAX_SIZE >> 40} TiB)")
+    return size
+
+
+MAX_SIZE = 1 << 44  # 16 TiB: above any buffer a GPU or host holds

@@ -32,8 +32,10 @@ def _number(v):
 
 
 def _place(p) -> dict:
-    if not isinstance(p, dict):  # nccl-tests writes null for a placement it did not run
+    if p is None:  # nccl-tests writes null for a placement it did not run
         return {"time": 0.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": None, "skipped": True}
+    if not isinstance(p, dict):
+        return p  # not a placement: the row's check names it
     out = {k: _number(v) for k, v in p.items()}
     if "time" not in out and "cpu_time" in out:
         out["time"] = out["cpu_time"]

@@ -3,6 +3,7 @@ init and replay times; higher for bandwidths) and the evidence that flags a node
 values, failed stress rounds, a FAIL against its profile, locate's suspects)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ KINDS = ("accept", "bench", "locate", "replay")  # the kinds a fleet reads
 class Metrics:
     values: dict[str, float | None] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)
+    nulls: list[str] = field(default_factory=list)  # measured keys the file holds as null
 
 
 def higher_is_better(metric: str) -> bool:
@@ -38,12 +40,30 @@ def node_of(res: Result) -> str:
 
 
 def of(res: Result) -> Metrics:
+    """The node's metrics in this file; one that is there but no finite number is evidence of its own (a
+    verdict never passes what it could not judge)."""
     take = {"accept": _accept, "bench": _bench, "locate": _locate, "replay": _replay}.get(res.kind)
     if take is None:
         raise UsageError(f"{res.given}: kind '{res.kind}' is not one the fleet reads ({', '.join(KINDS)})")
     out = Metrics()
-    take(res, out)
+    try:
+        take(res, out)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
+        raise UsageError(f"{res.given}: its {res.kind} metrics are not numbers where they should be "
+                         f"({type(e).__name__}: {str(e)[:80]})") from None
+    unjudged = [k for k, v in out.values.items() if v is not None and not _finite(v)]
+    unjudged += [k for k in out.nulls]
+    if unjudged:
+        out.evidence.append(f"no finite value for {', '.join(sorted(unjudged)[:4])}"
+                            f"{' ...' if len(unjudged) > 4 else ''} ({Path(res.given).name}): not judged, so flagged")
+    out.values = {k: v for k, v in out.values.items() if v is not None and _finite(v)}
+    if not out.values and not out.evidence:
+        out.evidence.append(f"no metric at all in {Path(res.given).name}: nothing to judge the node by")
     return out
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _replay(res: Result, out: Metrics) -> None:
@@ -60,6 +80,8 @@ def _replay(res: Result, out: Metrics) -> None:
 
 def _accept(res: Result, out: Metrics) -> None:
     m = res.block("measurements")
+    out.nulls += [k for k in ("latency_us_8B", "init_ms_p50") if k in m and m[k] is None]
+    out.nulls += [f"busbw {k}" for k, v in (m.get("busbw") or {}).items() if v is None]
     out.values.update({f"busbw {k.split(':')[0]} {size_label(int(k.split(':')[1]))}": v
                        for k, v in (m.get("busbw") or {}).items() if int(k.split(":")[1]) >= MiB})
     out.values.update({"latency 8 B us": m.get("latency_us_8B"), "init ms": m.get("init_ms_p50"),

@@ -12,7 +12,8 @@ A profile file (see profiles/h200x2.json) holds:
   wrong_max              int   wrong elements allowed in checked results (0)
   stress_failures_max    int   failed rounds allowed in the short stress run (0)
   counters_max_increase  obj   counter name (core.gpucounters.COUNTERS) -> allowed increase during accept
-  origin                 str   built-in | derived | baseline: where the floors come from (optional)
+  origin                 str   built-in | derived | baseline | file: where the floors come from (optional;
+                               a file of yours that says none is "file")
   copy_min_GBps          obj   per-GPU copy floors {device, h2d, d2h} in GB/s (optional)
   derivation             obj   how the floors were made: inputs, formula, spread (derived, baseline)
 
@@ -23,7 +24,7 @@ a bad one is a UsageError naming the file and the field. `to_doc` writes a profi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
@@ -32,7 +33,7 @@ from nccl_bench.core.gpucounters import COUNTERS
 BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 BACKENDS = ("nccl", "torch", "gloo")
-ORIGINS = ("built-in", "derived", "baseline")
+ORIGINS = ("built-in", "derived", "baseline", "file")
 COPIES = ("device", "h2d", "d2h")
 
 
@@ -208,17 +209,36 @@ def to_doc(p: Profile) -> dict:
     return doc
 
 
+MAX_FILE = 16 << 20  # a profile is a few kilobytes
+
+
 def load_file(path: str | Path) -> Profile:
+    """A profile file; one of the user's that says no origin is theirs ('file'), not a built-in one."""
     p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"profile {p}: a folder, where a JSON file is expected")
     try:
-        text = p.read_text()
+        if p.stat().st_size > MAX_FILE:
+            raise UsageError(f"profile {p}: {p.stat().st_size} bytes, more than a profile holds ({MAX_FILE >> 20} MiB)")
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise UsageError(f"profile {p}: cannot read it ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"profile {p}: not text (a profile is a JSON file)") from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=lambda c: _no_constant(p, c))
     except json.JSONDecodeError as e:
         raise UsageError(f"profile {p}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    return parse(doc, str(p))
+    except RecursionError:
+        raise UsageError(f"profile {p}: nested deeper than any profile is") from None
+    profile = parse(doc, str(p))
+    if p.resolve().parent != BUILTIN_DIR and isinstance(doc, dict) and "origin" not in doc:
+        profile = replace(profile, origin="file")
+    return profile
+
+
+def _no_constant(p: Path, constant: str):
+    raise UsageError(f"profile {p}: holds {constant}, which no threshold is")
 
 
 def builtin_names() -> list[str]:

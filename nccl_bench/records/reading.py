@@ -14,31 +14,40 @@ from nccl_bench.core.errors import UsageError
 import nccl_bench.records.asv as asv
 import nccl_bench.records.bench_layouts as bench_layouts
 import nccl_bench.records.stress_journal as journal
-from nccl_bench.records.kinds import KINDS, REPORTED, SCHEMA_VERSION, check_rows
+from nccl_bench.records.kinds import ASV_KINDS, KINDS, REPORTED, SCHEMA_VERSION, check_rows
 from nccl_bench.records.result import Result
+
+
+MAX_BYTES = 1 << 30  # a result file: a soak's journal of millions of rounds is a few hundred MiB
 
 
 def load(given: str, need_rows: bool = False) -> Result:
     """One file, whatever result kind it holds; `need_rows`: a file with no rows (where its kind has some)
-    is bad input, as for a report."""
+    is bad input, as for a report. Bounded before it is parsed: its bytes, then (records.kinds) its rows."""
     path = Path(given)
     if path.is_dir():
         raise UsageError(f"{given}: a folder, where a result file was expected")
     if not path.is_file():
         raise UsageError(f"{given}: no such file" if not path.exists() else f"{given}: not a file")
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise UsageError(f"{given}: {path.stat().st_size} bytes, more than a result file holds ({MAX_BYTES >> 20} MiB)")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{given}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     if not text.strip():
         raise UsageError(f"{given}: empty file, not a result")
-    head = _json(text.lstrip().split("\n", 1)[0])
+    head = _json(given, text.lstrip().split("\n", 1)[0], [])
     if isinstance(head, dict) and head.get("type") == "header":
         return journal.read(path, given, head, text)  # a journal with no round is always refused
-    doc = _json(text)
+    constants: list[str] = []
+    doc = _json(given, text, constants)
     if doc is None:
         raise UsageError(f"{given}: not a result of nccl-bench (not JSON, nor a stress journal)")
-    return from_doc(doc, given, path, need_rows)
+    res = from_doc(doc, given, path, need_rows)
+    if constants and res.kind not in ASV_KINDS:  # asv keeps a skipped benchmark as NaN; a measurement never
+        raise UsageError(f"{given}: holds {constants[0]}, which no measurement of a {res.kind} result is")
+    return res
 
 
 def from_doc(doc, given: str, path: Path | None = None, need_rows: bool = False) -> Result:
@@ -84,8 +93,11 @@ def folder(given: str) -> list[str]:
     return found
 
 
-def _json(text: str):
+def _json(given: str, text: str, constants: list[str]):
+    """The parsed document, or None where it is not JSON; NaN and infinities noted in `constants`."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=lambda c: constants.append(c) or float(c))
+    except RecursionError:
+        raise UsageError(f"{given}: nested deeper than any result is") from None
     except ValueError:
         return None

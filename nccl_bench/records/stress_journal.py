@@ -54,7 +54,7 @@ def read(path: Path, given: str, head: dict, text: str) -> Result:
     for n, line in enumerate(text.splitlines()[1:], start=2):
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # cut short by a kill, or not a line this journal wrote
             obj = None
         if not isinstance(obj, dict):
             damaged.append(n)  # cut by a kill: the journal's own rule is to skip it, and we say so

@@ -54,7 +54,7 @@ def check_args(a) -> None:
         raise UsageError(f"-w/--warmup must be 0..{MAX_ITERS}, got {a.warmup}")
     if a.max_slowdown is not None and not a.max_slowdown > 0:
         raise UsageError(f"--max-slowdown must be above 0, got {a.max_slowdown:g}")
-    results.check_writable(a.json)
+    results.check_writable(a.json, kind=None if a.list else "replay")
 
 
 MAX_SAMPLES = 2_000_000  # call times a rank keeps and sends to rank 0: passes x its calls

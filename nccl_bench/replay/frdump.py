@@ -59,6 +59,10 @@ class PlainData(pickle.Unpickler):
         raise UsageError("asks for a persistent object: refused, nothing of it ran")
 
 
+MAX_ENTRIES = 200_000  # a dump's calls: 100 x the recorder's default buffer; bytes alone do not bound the reading
+MAX_ENTRIES_ALL = 2_000_000  # every dump's together (each entry costs its check, about 10 us)
+
+
 def load_dump(path: Path) -> dict:
     """One rank's dump, pickle or JSON, read within bounds (nccl_bench.replay.capped_read) and checked to be a
     Flight Recorder dump."""
@@ -78,6 +82,9 @@ def load_dump(path: Path) -> dict:
                              "dump that can be read") from None
     if not (isinstance(doc, dict) and isinstance(doc.get("entries"), list) and "version" in doc):
         raise UsageError(f"{path}: not a Flight Recorder dump (no 'version' and 'entries')")
+    if len(doc["entries"]) > MAX_ENTRIES:
+        raise UsageError(f"{path}: {len(doc['entries'])} entries, more than a Flight Recorder keeps "
+                         f"(TORCH_FR_BUFFER_SIZE, default 2000; read up to {MAX_ENTRIES})")
     return doc
 
 
@@ -191,6 +198,7 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
     configs: dict[str, tuple[list[int], int, str]] = {}  # group -> (ranks, which rank said so, desc)
     meta = {"fr_version": set(), "comm_lib_version": set(), "backends": set()}
     unread: list[str] = []  # --allow-missing-ranks: files passed over, each with why
+    read = 0  # entries over the dumps so far
     for p in paths:
         r = rank_of(p)
         if r in dumps:
@@ -203,6 +211,10 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
             unread.append(f"rank {r}'s dump cannot be read ({e})")
             continue
         configs_of(p, r, doc, configs)
+        read += len(doc["entries"])
+        if read > MAX_ENTRIES_ALL:
+            raise UsageError(f"{p}: the dumps hold more than {MAX_ENTRIES_ALL} entries together: replay a step's "
+                             "dumps, not a whole run's")
         dumps[r] = (p, _entries(p, doc))
         meta["fr_version"].add(str(doc.get("version")))
         if doc.get("comm_lib_version"):

@@ -20,6 +20,7 @@ import contextlib
 
 from nccl_bench.comm import InitPlan
 from nccl_bench.comm.lifetime import communicator, subcommunicators
+from nccl_bench.core.heartbeat import Heartbeat
 from nccl_bench.core import markers
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import UsageError
@@ -111,14 +112,17 @@ def worker(opts, workload: Workload):
             stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
             bufs = _buffers(world, calls, mine)
             ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
-            with ctx:
+            with ctx, Heartbeat("replay", enabled=job.rank == 0) as said:
+                said.now = f"checking {len(calls)} calls"
                 with markers.span("replay check"):
                     out["wrong"] = [c.check(*bufs[op.dtype], stream, Deadline(opts.job.timeout))
                                     for c, op in zip(calls, mine)]
                 for k in range(opts.warmup):
+                    said.now = f"warm-up pass {k + 1}/{opts.warmup}"
                     job.store.barrier(f"replay/warm{k}", timeout=opts.job.timeout)
                     _pass(calls, mine, bufs, stream, Deadline(opts.job.timeout), timed=False)
                 for k in range(opts.iters):
+                    said.now = f"timed pass {k + 1}/{opts.iters}"
                     job.store.barrier(f"replay/rep{k}", timeout=opts.job.timeout)
                     with markers.span("replay pass", rep=k):
                         out["times"].append(_pass(calls, mine, bufs, stream, Deadline(opts.job.timeout), timed=True))

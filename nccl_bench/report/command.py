@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nccl_bench import records
+from nccl_bench.report import compare
 from nccl_bench.report.document import Report
 from nccl_bench.job.cli import Parser, prog
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
-from nccl_bench.core.results import RUNS, latest_run
+from nccl_bench.core.results import RUNS, check_folder, check_out_folder, latest_run
 
 def parser() -> Parser:
     p = Parser(prog=prog("report"), description="markdown report with plots from result files; "
@@ -48,13 +49,9 @@ class ReportOptions:
         if not self.files:
             raise UsageError("report: give at least one result FILE")
         if self.out is not None:
-            out = Path(self.out)
-            if out.exists() and not out.is_dir():
-                raise UsageError(f"--out {out} exists and is not a folder")
-            if out.is_dir() and any(out.iterdir()):
-                raise UsageError(f"--out {out} is not empty; a report never writes over files")
-            if not out.exists() and not out.parent.is_dir():
-                raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+            check_out_folder(self.out)
+        else:
+            check_folder(RUNS, "the default folder for reports", make=True)
 
 
 MAX_REGRESSION_LINES = 10  # the terminal names the most certain ones; report.md has them all
@@ -81,6 +78,8 @@ def main(argv: list[str]) -> int:
     if opts.fail_on_regression and not others and not any(r.kind == "asv" for r in mine):
         raise UsageError("--fail-on-regression needs --compare OTHER... or asv results (a history): there is "
                          "nothing to regress from")
+    if others and (why := compare.in_common(mine, others)):
+        raise UsageError(why)
     for line in (line for res in mine + others for line in res.reading()):
         print(f"report: {line}")
     out = Path(opts.out) if opts.out else default_out()

@@ -209,3 +209,21 @@ def asv(new, base) -> list[dict]:
                        verdict=history.two_runs(_point(n), _point(o), higher))
         rows.append(row)
     return rows
+
+
+COMPARABLE = ("bench", "init", "stress", "asv")
+
+
+def in_common(mine, others) -> str | None:
+    """Why `--compare` would compare nothing (no kind both sides hold, or no point in common), or None."""
+    def holds(results) -> str:
+        kinds: dict[str, list] = {}
+        for r in results:
+            kinds.setdefault(r.kind, []).append(r)
+        return "; ".join(f"{k}" + (f" ({', '.join(sorted({row['collective'] for r in rs for row in r.rows}))})"
+                                   if k == "bench" else "") for k, rs in kinds.items()) or "nothing"
+    for kind in COMPARABLE:
+        a, b = [r for r in mine if r.kind == kind], [r for r in others if r.kind == kind]
+        if a and b and globals()[kind](a, b):
+            return None
+    return f"--compare: nothing in common to compare: this run holds {holds(mine)}, the compared run {holds(others)}"

@@ -11,10 +11,10 @@ from tabulate import tabulate
 from nccl_bench.core.sysinfo import git_sha
 from nccl_bench.records.kinds import KINDS
 from nccl_bench.report import compare
+from nccl_bench.report.compare import COMPARABLE
 
 KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate", "fleet",
               "replay", "leakcheck", "copies")
-COMPARABLE = ("bench", "init", "stress", "asv")
 BENCH_DETAIL_ROWS = 400  # full per-size tables fold away; beyond this many rows, only the summary
 
 

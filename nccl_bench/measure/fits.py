@@ -1,0 +1,33 @@
+"""Whether a sweep's buffers fit where its ranks run, decided before any rank starts: a GPU's memory, or on
+the CPU model each rank's share of the host's (gloo keeps every buffer in host memory), and gloo's cap."""
+from __future__ import annotations
+
+import os
+
+from nccl_bench.measure import collectives, datacheck
+from nccl_bench.measure.vocabulary import DTYPES, ELEMENT_BYTES
+
+GLOO_MAX_BYTES = 256 << 20  # the CPU model: larger sizes take minutes per point on gloo
+
+
+def need_bytes(names: list[str], max_bytes: int, types: list[str], nranks: int, unalign: int = 0) -> int:
+    """One rank's buffers at the largest size: send and receive of the widest layout, plus the check's."""
+    elts = {ELEMENT_BYTES[DTYPES[t]] for t in types}
+    need = max(2 * (max(lay.send, lay.recv) + unalign) * elt for elt in elts for lay in
+               (collectives.get(c).layout(max_bytes, elt, nranks, 0) for c in names))
+    return need + 4 * datacheck.CHUNK * 8  # the check's int64 temporaries
+
+
+def why_not(backend: str, need: int, nranks: int) -> str | None:
+    """Why `need` bytes per rank do not fit on this machine for `backend`, or None."""
+    from nccl_bench.core import sysinfo
+    if backend == "gloo":
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // max(nranks, 1)
+        where = f"this machine's memory per rank ({have / 2**30:.1f} GiB)"
+    else:
+        devs = sysinfo.gpus().get("devices") or []
+        if not devs:
+            return None
+        have = min(d["memory_gib"] for d in devs) * 2**30
+        where = f"GPU memory ({have / 2**30:.0f} GiB)"
+    return f"buffers need {need / 2**30:.1f} GiB, more than {where}" if need > have else None
