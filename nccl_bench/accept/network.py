@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nccl_bench.accept import nics
-from nccl_bench.accept.verdicts import Verdict, size_label
+from nccl_bench.accept.verdicts import Verdict
+from nccl_bench.records.metrics import size_label
 from nccl_bench.core import stats
 from nccl_bench.core.errors import UsageError
 

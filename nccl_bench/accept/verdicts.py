@@ -32,6 +32,7 @@ from tabulate import tabulate
 
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.records.profiles import Profile
+from nccl_bench.records.metrics import size_label  # the fleet names its metrics the same way
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,6 @@ class Verdict:
 
 def _fmt(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
-
-
-def size_label(n: int) -> str:
-    for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= k and n % k == 0:
-            return f"{n // k} {unit}"
-    return f"{n} B"
 
 
 def _at_most(check: str, measured, limit, unit: str, present: bool) -> Verdict:
