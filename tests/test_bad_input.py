@@ -114,6 +114,13 @@ CASES = [
      "nothing in common to compare: this run holds bench (alltoall), the compared run bench (all_reduce)"),
     ("report: a file where a folder of results was meant", ["-m", "nccl_bench", "report", "{tmp}/empty"],
      {"empty/.keep": lambda: ""}, {}, "a folder with no result files in it"),
+    ("report: an accept file whose profile is a list", ["-m", "nccl_bench", "report", "{tmp}/a.json", "--out",
+                                                         "{tmp}/r"],
+     {"a.json": lambda: doc_with(ACCEPT, lambda d: d["meta"].update(profile_doc=[1, 2]))}, {},
+     "a.json: this accept result holds what its section cannot read"),
+    ("report: asv results with a cell that is no list", ["-m", "nccl_bench", "report", "{tmp}/asv.json"],
+     {"asv.json": lambda: doc_with(FIX / "asv_cpu.json", lambda d: d["results"].update(
+         {k: 5 for k in list(d["results"])[:1]}))}, {}, "asv.json: asv results whose cells are not asv's"),
     ("fleet: nested 50,000 deep", ["-m", "nccl_bench", "fleet", "{tmp}/deep.json", "--out", "{tmp}/f"],
      {"deep.json": deep}, {}, "deep.json: nested deeper"),
     ("fleet: a busbw key of 'big' bytes", ["-m", "nccl_bench", "fleet", "{tmp}/a.json", "--out", "{tmp}/f"],

@@ -58,7 +58,15 @@ def info(path: Path, given: str, doc) -> Result | None:
 
 
 def results(path: Path, given: str, doc: dict) -> Result:
-    """asv's results/<machine>/<commit>-<env>.json: one row per benchmark and parameter combination."""
+    """asv's results/<machine>/<commit>-<env>.json: one row per benchmark and parameter combination; a file
+    whose cells are not what asv writes is one line naming it."""
+    try:
+        return _results(path, given, doc)
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+        raise UsageError(f"{given}: asv results whose cells are not asv's ({type(e).__name__}: {str(e)[:80]})") from None
+
+
+def _results(path: Path, given: str, doc: dict) -> Result:
     version = doc.get("version")
     if version != ASV_RESULTS_VERSION:
         raise UsageError(f"{given}: asv results version {version!r}; this report reads version "

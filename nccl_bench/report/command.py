@@ -10,6 +10,7 @@ before anything is written: bad input is one line naming the file, exit 2.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -83,9 +84,15 @@ def main(argv: list[str]) -> int:
     for line in (line for res in mine + others for line in res.reading()):
         print(f"report: {line}")
     out = Path(opts.out) if opts.out else default_out()
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     report = Report(opts, mine, others, out)
-    text = report.build()
+    try:
+        text = report.build()
+    except UsageError:
+        if made:  # nothing half-written is left where the report was to go
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     path = out / "report.md"
     with open(path, "x") as f:
         f.write(text)

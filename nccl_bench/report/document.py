@@ -8,10 +8,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import git_sha
 from nccl_bench.records.kinds import KINDS
-from nccl_bench.report import compare
-from nccl_bench.report.compare import COMPARABLE
 
 KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate", "fleet",
               "replay", "leakcheck", "copies")
@@ -63,9 +62,14 @@ class Report:
         return f"[`{res.given}`]({rel})"
 
     def build(self) -> str:
+        """The document; a file whose metadata its section cannot read is one line naming it (UsageError)."""
         self.header()
         for kind, results in by_kind(self.mine).items():
-            getattr(self, "section_" + kind.replace("-", "_"))(results)
+            try:
+                getattr(self, "section_" + kind.replace("-", "_"))(results)
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as e:
+                raise UsageError(f"{', '.join(r.given for r in results)}: this {kind} result holds what its section "
+                                 f"cannot read ({type(e).__name__}: {str(e)[:80]})") from None
         if self.others:
             self.comparison()
         return "\n".join(self.lines).rstrip() + "\n"
@@ -254,63 +258,8 @@ class Report:
 
     # --- comparison ---------------------------------------------------------------------------
     def comparison(self) -> None:
-        from nccl_bench.report import plot
-        self.add("## Comparison with the --compare run", "",
-                 "Ratios are this run / the compared run. A row is a regression or an improvement only when "
-                 "the difference is beyond the measured spread; the rule is given per kind.", "")
-        mine, others = by_kind(self.mine), by_kind(self.others)
-        for kind in dict.fromkeys([*mine, *others]):
-            if kind not in COMPARABLE:
-                self.add(f"- {kind}: not compared (no comparison is defined for this kind).", "")
-                continue
-            if kind not in mine or kind not in others:
-                side = "this run" if kind not in mine else "the compared run"
-                self.add(f"- {kind}: {side} has no {kind} file; nothing to compare.", "")
-                continue
-            a, b = mine[kind], others[kind]
-            title = (f"{', '.join(r.path.name for r in a)} vs {', '.join(r.path.name for r in b)}\n"
-                     + " | ".join(dict.fromkeys(r.title() for r in a + b)))
-            self.add(f"### {kind}", "", f"Rule: {compare.RULES[kind]}.", "")
-            if kind == "bench":
-                rows = compare.bench(a, b)
-                self.count(rows)
-                series = compare.bench_series(rows)
-                self.add(md_table([[s["collective"], s["series"], s["points"], _num(s["median_ratio"], 3),
-                                    f"{s['threshold']:.1%}", s["regressions"], s["improvements"], s["verdict"]]
-                                   for s in series], ["collective", "series", "points", "median ratio",
-                                                      "flag beyond", "regressions", "improvements", "verdict"]), "")
-                flagged = [r for r in rows if r["verdict"] != "no change"]
-                if flagged:
-                    self.add("<details><summary>flagged sizes</summary>", "", md_table(
-                        [[r["collective"], r["series"], r["place"], r["size"], f"{r['base_busbw']:.4g}",
-                          f"{r['new_busbw']:.4g}", _num(r["ratio"], 3), r["verdict"]] for r in flagged],
-                        ["collective", "series", "placement", "size (B)", "busbw compared", "busbw this",
-                         "ratio", "verdict"]), "", "</details>", "")
-                for name in dict.fromkeys(r["collective"] for r in rows):
-                    self.image(plot.compare_bench(rows, name, title, self.out / f"compare-bench-{name}.png"),
-                               f"busbw ratio {name}")
-                if not rows:
-                    self.add("No (collective, algo, init, size) in common.", "")
-                continue
-            rows = getattr(compare, kind)(a, b)
-            self.count(rows)
-            unit = {"init": "ms", "stress": "", "asv": ""}[kind]
-            scale = 1e3 if kind == "init" else 1.0
-            body = [[r["group"], r["item"], _fmt_value(r, "base", scale), _fmt_value(r, "new", scale),
-                     _num(r["ratio"], 3), "-" if r["threshold"] is None else f"{r['threshold']:.1%}", r["verdict"]]
-                    for r in rows]
-            self.add(md_table(body, ["group", "item", f"compared {unit}".strip(), f"this {unit}".strip(), "ratio",
-                                     "flag beyond", "verdict"]) if rows else "Nothing in common.", "")
-            drawn = [r for r in rows if r["ratio"] is not None and r["item"] != "failure rate"]
-            if drawn:
-                ylabel = {"init": "median time ratio (this / compared; > 1 is slower)",
-                          "stress": "ratio of medians (this / compared)",
-                          "asv": "value ratio (this / compared)"}[kind]
-                self.image(plot.compare_bars(drawn, kind, ylabel, title, self.out / f"compare-{kind}.png"),
-                           f"{kind} ratios")
-        self.add(f"**Comparison verdict: {self.flagged['regression']} regression(s), "
-                 f"{self.flagged['improvement']} improvement(s)** beyond the measured spread"
-                 + (" (no change)." if not any(self.flagged.values()) else "."), "")
+        from nccl_bench.report import comparisonsection
+        comparisonsection.write(self, by_kind, md_table, _num)
 
     def count(self, rows) -> None:
         for r in rows:
@@ -324,15 +273,6 @@ def _bench_series(res) -> dict[tuple, list]:
     for r in res.rows:
         out.setdefault((r["collective"], *series_key(res, r)), []).append(r)
     return out
-
-
-def _fmt_value(row: dict, key: str, scale: float) -> str:
-    v = row[key]
-    if v is None:
-        return "-"
-    if row["item"] == "failure rate":
-        return f"{v:.0%} of {row['n_' + key]}"
-    return _num(v * scale, 3)
 
 
 def _short(v) -> str:
