@@ -37,11 +37,12 @@ def load(given: str, need_rows: bool = False) -> Result:
         raise UsageError(f"{given}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     if not text.strip():
         raise UsageError(f"{given}: empty file, not a result")
-    head = _json(given, text.lstrip().split("\n", 1)[0], [])
+    constants: list[str] = []
+    first, _, rest = text.lstrip().partition("\n")
+    head = _json(given, first, constants)
     if isinstance(head, dict) and head.get("type") == "header":
         return journal.read(path, given, head, text)  # a journal with no round is always refused
-    constants: list[str] = []
-    doc = _json(given, text, constants)
+    doc = head if not rest.strip() else _json(given, text, constants)  # a one-line file is parsed once
     if doc is None:
         raise UsageError(f"{given}: not a result of nccl-bench (not JSON, nor a stress journal)")
     res = from_doc(doc, given, path, need_rows)
