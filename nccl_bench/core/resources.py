@@ -38,7 +38,7 @@ def host_available() -> int | None:
     return None
 
 
-RANK_BYTES = 300 << 20  # a rank's own footprint: Python, torch and its libraries imported
+RANK_BYTES = 400 << 20  # a rank's own footprint besides its buffers (Python, torch and its libraries, imported)
 RANK_FILES = 8  # descriptors a rank costs its launcher and the job store (pipes, sockets)
 RANK_THREADS = 16  # threads a rank runs (torch's pools, the store's client, watchdogs)
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.core.resources import host_available
+from nccl_bench.core.resources import RANK_BYTES, host_available
 from nccl_bench.replay.workload import Workload
 
-PROCESS_BYTES = 400 << 20  # a rank's own footprint besides its buffers (torch and its libraries, imported)
 HOST_SHARE = 0.8  # of the host's available memory, at most, for the ranks started here
 GPU_SHARE = 0.9  # of a GPU's free memory, at most, for one rank's buffers
 MAX_LOCAL_RANKS = 256  # processes one replay starts on one node, at most
@@ -49,7 +48,7 @@ def check(wl: Workload, backend: str, nranks: int) -> None:
         raise UsageError(f"{where}: rank {rank}: {biggest}, more than the CPU (gloo) model runs "
                          f"({GLOO_MAX_BUFFER_BYTES >> 20} MiB a buffer, as bench's -e): replay it on GPUs")
     if backend == "gloo":
-        total = sum(need.values()) + nranks * PROCESS_BYTES
+        total = sum(need.values()) + nranks * RANK_BYTES
         have = int(HOST_SHARE * host_bytes())
         if total > have:
             raise UsageError(f"{where}: the replay's {nranks} rank(s) need {_gib(total)} of host memory "
