@@ -16,7 +16,7 @@ class RankRecord:
     error: dict | None = None  # CommError.as_dict() of what ended the round here, with the phase
     wrong: int = 0  # result elements that differ from the table
     exchange_s: float | None = None  # the unique-ID exchange
-    init_s: float | None = None  # the communicator's create
+    init_s: float | None = None  # the whole create call (exchange included), timed from outside it
     verify_s: float | None = None  # the checked collective
     teardown_s: float | None = None  # destroy (or abort); with --destroys-in-flight filled in later
     evidence: dict | None = None  # the fingerprints of the IDs this rank used (and published, as a root)

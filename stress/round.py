@@ -161,7 +161,7 @@ class Round:
         with communicator(self.backend, init_plan, self.deadline, on_close=self._closed, reaper=self.reaper,
                           key=plan.seq, round=plan.round, rank=job.rank) as comm:
             self.phases.close()
-            self.rec.exchange_s, self.rec.init_s = comm.timings.exchange, comm.timings.create
+            self.rec.exchange_s, self.rec.init_s = comm.timings.exchange, comm.timings.init
             with self._span("verify"):
                 self.verified_collective(comm)
             self.reached("destroy")

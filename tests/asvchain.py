@@ -4,8 +4,9 @@ them: the test of issue 53's judge (tests/test_history.py runs a short chain) an
     python tests/asvchain.py --out /tmp/chain                  # 6 commits: 2 comments, the plant, 3 comments
     python tests/asvchain.py --out /tmp/chain --no-plant       # the same six, the plant a comment too
 
-A comment-only commit appends a comment to nccl_bench/__init__.py; the plant puts a 30 ms sleep into the
-gloo communicator's create (nccl_bench/comm/gloo.py), inside the time its create phase measures. Each
+A comment-only commit appends a comment to nccl_bench/__init__.py; the plant puts a 30 ms sleep at the top
+of the gloo communicator's create (nccl_bench/comm/gloo.py), outside the timers of its exchange and create
+phases: init and lifetime, timed around the whole call, must name it. Each
 commit is measured by `asv run` with the clone's own code (ASV_PYTHONPATH), into one results folder; then
 `nccl-bench report <results>/<this machine> --fail-on-regression`, twice. Prints each report's exit code and lines.
 """
@@ -20,7 +21,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GLOO = Path("nccl_bench/comm/gloo.py")
-ANCHOR = "        t0 = time.perf_counter()\n        prefix = f\"gloo/"  # where the gloo create starts its clock
+# the top of the gloo create, before its own timers (exchange, create) start: only a timer around the whole
+# call sees it
+ANCHOR = "    def create(self, plan: InitPlan, deadline: Deadline) -> None:\n"
 PLANT = "        time.sleep(0.03)  # planted: a 30 ms slower create\n"
 
 
@@ -48,8 +51,8 @@ def commit(clone: Path, kind: str, n: int) -> str:
         path = clone / GLOO
         text = path.read_text()
         if ANCHOR not in text:
-            raise SystemExit(f"{GLOO}: its create no longer starts with the line the plant goes after")
-        path.write_text(text.replace(ANCHOR, ANCHOR.replace("\n", "\n" + PLANT, 1), 1))
+            raise SystemExit(f"{GLOO}: no longer has the line the plant goes after")
+        path.write_text(text.replace(ANCHOR, ANCHOR + PLANT, 1))
     else:
         with open(clone / "nccl_bench" / "__init__.py", "a") as f:
             f.write(f"# chain commit {n}: a comment only\n")

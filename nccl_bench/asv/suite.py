@@ -39,19 +39,19 @@ ALGOS = ("ring", "tree")
 SIZES = {"small": None, "1 MiB": 1 << 20, "64 MiB": 64 << 20, "1 GiB": 1 << 30}
 CYCLES = 3  # bench -N: each cycle of the sweep one sample of every point
 RANKS_PER_ROOT = (1, 128)  # every rank a root; PyTorch's default (one root up to 128 ranks)
-# phase -> the init row's field; "lifetime" is a communicator's whole life as a churn lives it:
-# init (exchange + create), the first collective and destroy
+# phase -> the init row's field. "init" is the whole create call and "lifetime" a communicator's whole life
+# as a churn lives it (create, the first collective, destroy), each timed from outside (docs/asv.md says from
+# which commit the two mean this)
 PHASES = {"exchange": "exchange_s", "create": "create_s", "init": "init_s",
-          "first_collective": "first_collective_s", "destroy": "destroy_s", "lifetime": None}
-LIFETIME = ("init_s", "first_collective_s", "destroy_s")
+          "first_collective": "first_collective_s", "destroy": "destroy_s", "lifetime": "lifetime_s"}
 
 # What cannot be steady on the CPU model (measured between runs of identical code on a 2-core machine,
 # docs/asv.md "Steady enough to compare"): asv skips these there, with the reason.
 GLOO_BANDWIDTH = ("gloo's bandwidth swings 2-10 x between runs of identical code on a CPU machine "
                   "(docs/asv.md): not a series to judge; measured on GPUs")
-GLOO_SUB_MS = {"exchange", "create", "init", "first_collective"}
+GLOO_SUB_MS = {"exchange", "create", "first_collective"}
 GLOO_SUB_MS_WHY = ("under a millisecond on gloo, where it drifts 25-56 % between runs of identical code "
-                   "(docs/asv.md); 'lifetime' carries it on the CPU model")
+                   "(docs/asv.md); 'init' (the whole create call) and 'lifetime' carry it on the CPU model")
 STRESS_SEED = 1  # the same skews every run: a run's rate then moves with the code, not the draw
 STRESS_BLOCK = 3  # rounds per sample
 
@@ -221,13 +221,6 @@ def _init_argv(m: Machine, ranks_per_root: int) -> list[str]:
             "--rounds", "10" if m.gloo else "6", "--warmup", "1", "--timeout", "3"]
 
 
-def _phase(row: dict, phase: str) -> float | None:
-    if phase != "lifetime":
-        return row[PHASES[phase]]
-    parts = [row[k] for k in LIFETIME]
-    return None if None in parts else sum(parts)
-
-
 def _init_samples(res) -> dict:
     """{mode: {phase: [seconds of every init that worked, every rank]} or {"error": why}} over the
     measured rounds.
@@ -250,7 +243,7 @@ def _init_samples(res) -> dict:
             out[mode] = {"error": f"{mode}: {len(mine) - len(ok)} of {len(mine)} inits failed; first: "
                                   f"{bad[0] if bad else '?'}"}
         else:
-            out[mode] = {phase: [v for r in ok if (v := _phase(r, phase)) is not None] for phase in PHASES}
+            out[mode] = {phase: [v for r in ok if (v := r.get(PHASES[phase])) is not None] for phase in PHASES}
     return out
 
 

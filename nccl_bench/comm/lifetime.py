@@ -23,6 +23,7 @@ def communicator(backend: str, plan: InitPlan, deadline: Deadline, on_close=None
                  **payload):
     """Create a communicator for `plan` within `deadline`; yield it; tear it down.
 
+    The create call is timed here, from outside, into `comm.timings.init`.
     `on_close(comm, ok, seconds)` is called after teardown with the destroy (or abort)
     time, so callers can time the destroy phase without owning it. With `reaper`, the
     teardown is handed to it under `key` (`payload` names it in NVTX ranges) and
@@ -31,7 +32,11 @@ def communicator(backend: str, plan: InitPlan, deadline: Deadline, on_close=None
     comm: Communicator = new_communicator(backend)
     ok = False
     try:
-        comm.create(plan, deadline)
+        t0 = time.perf_counter()
+        try:
+            comm.create(plan, deadline)
+        finally:  # the whole call as the caller waits for it (to failure, when it fails)
+            comm.timings.init = time.perf_counter() - t0
         yield comm
         ok = True
     finally:

@@ -36,7 +36,17 @@ class InitPlan:
 
 @dataclass
 class InitTimings:
-    """Seconds per init phase on this rank; exchange is None when the library exchanges itself."""
+    """Seconds of one init on this rank. `init` is the whole create call as its caller waits for it, timed
+    from outside by the harness (comm.lifetime) the same way for every backend; `exchange` and `create` are
+    the backend's own timers inside it (exchange None when the library exchanges itself), and `rest` is
+    what they do not cover: a slowdown anywhere in the create call shows in `init`."""
 
     exchange: float | None = None
     create: float | None = None
+    init: float | None = None
+
+    @property
+    def rest(self) -> float | None:
+        if self.init is None:
+            return None
+        return max(self.init - (self.exchange or 0.0) - (self.create or 0.0), 0.0)

@@ -99,7 +99,8 @@ class InitBenchOptions:
 def new_row(mode: str, rnd: int, rank: int, warmup: bool, skew: float) -> dict:
     return {"mode": mode, "round": rnd, "rank": rank, "warmup": warmup, "skew_s": skew, "outcome": "ok",
             "failed_op": None, "error": None, "failed_after_s": None, "exchange_s": None, "create_s": None,
-            "init_s": None, "first_collective_s": None, "destroy_s": None, "abort_s": None,
+            "init_rest_s": None, "init_s": None, "first_collective_s": None, "destroy_s": None, "abort_s": None,
+            "lifetime_s": None,
             "ids": None, "published_root": -1, "published": None}
 
 
@@ -132,6 +133,7 @@ def measure_init(job: Job, opts: InitBenchOptions, mode: str, rnd: int, rng: ran
                 with span("init", **where):
                     comm = lifetime.enter_context(communicator(opts.job.backend, plan, deadline, on_close=closed))
                 row["exchange_s"], row["create_s"] = comm.timings.exchange, comm.timings.create
+                row["init_s"], row["init_rest_s"] = comm.timings.init, comm.timings.rest
                 x = torch.ones(1, device=comm.device)  # allocated outside the timed phase
                 phase, t_phase = "first_collective_s", time.perf_counter()
                 with span("verify", **where):
@@ -144,6 +146,7 @@ def measure_init(job: Job, opts: InitBenchOptions, mode: str, rnd: int, rng: ran
                 phase, t_phase = "destroy_s", time.perf_counter()
                 with span("destroy", **where):
                     lifetime.close()
+            row["lifetime_s"] = time.perf_counter() - t0  # the whole life, from before create to after destroy
         except CommError as e:
             now = time.perf_counter()
             row.update(outcome=e.kind, failed_op=e.op, error=str(e), failed_after_s=now - t0)
@@ -155,8 +158,6 @@ def measure_init(job: Job, opts: InitBenchOptions, mode: str, rnd: int, rng: ran
             else:  # creation failed: what is left after the exchange is create's time to failure
                 row["exchange_s"] = comm.timings.exchange if comm else None
                 row["create_s"] = now - t0 - (row["exchange_s"] or 0.0)
-    if row["create_s"] is not None:
-        row["init_s"] = (row["exchange_s"] or 0.0) + row["create_s"]
     ids = seen["comm"].ids_used if "comm" in seen else None
     if ids is not None:  # evidence: which IDs this rank used and published
         row.update(ids=list(ids.fingerprints), published_root=ids.published_root, published=ids.published or None)
@@ -171,7 +172,7 @@ def _ms(v) -> str:
 def table(rows: list[dict]) -> str:
     body, last = [], None
     for s in summarize(rows):
-        if s["key"] == "failed_after_s" and not s["n"]:
+        if s["key"] in ("failed_after_s", "init_rest_s", "lifetime_s") and not s["n"]:  # none failed; older files
             continue
         body.append([s["mode"] if s["mode"] != last else "", s["phase"], s["n"],
                      *(_ms(s[k]) for k in ("median", "p90", "p99", "max"))])
