@@ -111,7 +111,7 @@ def elastic_journal() -> Path | None:
 def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> int:
     """The driver: self-launch the workers; then say how any rank ended that the launcher saw die."""
     failures: list[dict] = []
-    code = launch_quietly(nranks, ["-m", "stress", *argv], opts.job.verbose, path,
+    code = launch_quietly(nranks, ["-m", "stress", *argv], opts.job.verbose, path, opts.job.backend,
                           max_restarts=opts.max_restarts, failures=failures)
     # SIGTERM is the launcher's own (how it stops the others once one rank failed); SIGTERM or SIGINT sent
     # to a rank is a stop the ranks carried out (the journal says so): neither is a rank that was killed

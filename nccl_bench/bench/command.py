@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 
 from nccl_bench.measure import collectives
@@ -177,6 +178,9 @@ def probe(o: BenchOptions, argv: list[str]) -> str:
     env = algoprobe.probe_env(folder)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    if sys.stderr.isatty():
+        print("bench: confirming the algorithm NCCL runs, in a short probe job first (--no-algo-confirm skips it)",
+              file=sys.stderr, flush=True)
     try:
         code = launcher.self_launch(o.job.local_ranks(), ["-m", "nccl_bench", "bench", *argv, "--algo-probe", folder])
     finally:

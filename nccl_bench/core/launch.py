@@ -1,6 +1,7 @@
 """Who am I: rank, world size, local rank and master from torchrun, Slurm or MPI.
 
-With no launcher in the environment a command launches itself on this node (nccl_bench.job.launcher).
+With no launcher in the environment a command launches itself on this node (nccl_bench.job.launcher),
+in torchrun's environment.
 Multi-node runs go through torchrun or srun as users already run them.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Identity:
     run_id: str = "local"
     restart: int = 0
     agent_store: bool = False  # the launcher hosts a store at master_addr:master_port
+    store_file: str | None = None  # our own launcher: rank 0 writes the job store's address there
 
     @property
     def single_node(self) -> bool:
@@ -128,7 +130,8 @@ def detect(env=None) -> Identity | None:
             local_world_size=_int(env, "LOCAL_WORLD_SIZE", world), master_addr=_addr(env, "127.0.0.1"),
             master_port=_port(env), launcher="torchrun", host=host, run_id=env.get("TORCHELASTIC_RUN_ID", "env"),
             restart=_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
-            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"))
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+            store_file=env.get("NCCL_BENCH_STORE_FILE") or None))
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and "SLURM_STEP_ID" in env:
         master = _addr(env, "") or first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", ""))
         ntasks = _int(env, "SLURM_NTASKS")
@@ -162,5 +165,5 @@ def _mpi(env, rank: str, size: str, local_rank: str, local_size: str, host: str)
 def describe(env=None) -> str:
     ident = detect(env)
     if ident is None:
-        return "none (self-launch through torch.distributed.run, standalone)"
+        return "none (self-launch: nccl_bench's own launcher, one node)"
     return f"{ident.launcher} (rank {ident.rank} of {ident.world_size})"

@@ -1,19 +1,21 @@
 """The launcher of our own: with no launcher in the environment, a command runs `nranks` local ranks
-through PyTorch's elastic agent (torch.distributed.run's standalone mode), forked from a warm server that
-imported torch once; and how a rank started that way runs its module and ends."""
+(nccl_bench.job.workers: torchrun's environment, without importing torch here), forked from a warm server
+that imports what the ranks need once while this process goes on; and how a rank started that way runs
+its module and ends."""
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import uuid
 
-from nccl_bench import SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, terminated
+from nccl_bench import SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
-from nccl_bench.job import reaping
+from nccl_bench.job import reaping, workers
 
 
 def die_with_parent() -> None:
@@ -37,8 +39,11 @@ PRELOAD = ("nccl_bench.job.serverside", "torch", "torch.distributed", "numpy", "
 
 STOPS = {signal.SIGINT, signal.SIGTERM}  # blocked while the forkserver starts (self_launch)
 _stop_noted: int | None = None
-SHUTDOWN_GRACE_S = 10  # PyTorch's launcher waits 30 s for stopped ranks before SIGKILL
-HELPERS_GRACE_S = 5  # after the agent: what is left (the forkserver still importing torch) may end by itself
+# Ctrl-C, SIGTERM or a failed rank: the others get this long to end the work in flight (stress: the round)
+# before SIGKILL; a rank blocked inside a collective whose peer is gone never ends by itself (torchrun: 30 s)
+SHUTDOWN_GRACE_S = 10
+RANKS_CATCH_S = 0.5  # how long a stopped launcher looks for a rank that caught the same signal
+HELPERS_GRACE_S = 5  # after the ranks: what is left (the forkserver still importing torch) may end by itself
 
 
 def note_stop(signum: int) -> None:
@@ -104,8 +109,8 @@ def _stops_ignored():
 
 @contextlib.contextmanager
 def _sigint_deferred():
-    """A Ctrl-C while the launcher imports torch's launcher is noted, not raised there (an import that
-    swallows KeyboardInterrupt would lose it, and the job would start regardless), then raised on leaving."""
+    """A Ctrl-C while the launcher starts the warm server is noted, not raised there (inside
+    multiprocessing's start it would be lost, and the job would start regardless), then raised on leaving."""
     noted = []
     previous = signal.signal(signal.SIGINT, lambda *_: noted.append(True))
     try:
@@ -118,24 +123,24 @@ def _sigint_deferred():
 
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
                 max_restarts: int = 0, failures: list | None = None) -> int:
-    """Run `python argv...` as `nranks` local workers through PyTorch's elastic launcher.
+    """Run `python argv...` as `nranks` local ranks (nccl_bench.job.workers).
 
-    Returns the job's exit code: 0 if every worker succeeded, 2 if any worker reported bad input, else 1
+    Returns the job's exit code: 0 if every rank succeeded, 2 if any rank reported bad input, else 1
     (a stop signal: 130 or 143 and the one line). Whatever the way out (success, failure, Ctrl-C, SIGTERM),
     it returns only once every process it started (the forkserver, the ranks, their children) has ended:
     the launcher adopts its orphans (nccl_bench.job.reaping) and stops what a grace leaves alive.
-    A `failures` list receives how each failed worker ended (rank, pid, exitcode, signal name or None).
+    A `failures` list receives how each failed rank ended (rank, pid, exitcode, signal name or None).
     """
     _prepare_environment(env_extra)
     warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
     reaping.adopt_orphans()
+    folder = tempfile.mkdtemp(prefix="nccl_bench_job_")  # the job store's address, per restart
     try:
         with _sigint_deferred():
             if warm:
                 _start_forkserver()
-            from torch.distributed.launcher.api import LaunchConfig
-        return _run_agent(_config(LaunchConfig, nranks, max_restarts, warm), argv, warm, failures)
-    except KeyboardInterrupt:  # before the agent took the signals over
+        return _run(nranks, argv, warm, max_restarts, failures, folder)
+    except KeyboardInterrupt:  # before the ranks started
         return interrupted()
     except Terminated:
         return terminated()
@@ -144,6 +149,50 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
             if warm:
                 stop_helpers(HELPERS_GRACE_S)
             reaping.reap_all(HELPERS_GRACE_S)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _shutdown_grace() -> float:
+    try:  # the name torchrun's agent reads, so that a caller's setting still holds
+        return float(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", SHUTDOWN_GRACE_S))
+    except ValueError:
+        return SHUTDOWN_GRACE_S
+
+
+def _run(nranks: int, argv: list[str], warm: bool, max_restarts: int, failures: list | None, folder: str) -> int:
+    """Start the ranks, watch them, stop them; again after a failure while restarts are left."""
+    run_id, grace = str(uuid.uuid4()), _shutdown_grace()
+    for restart in range(max_restarts + 1):
+        store_file = os.path.join(folder, f"store.{restart}")
+        ranks: list[workers.Rank] = []
+        try:
+            workers.start(ranks, nranks, argv,
+                          lambda r: workers.rank_env(r, nranks, run_id, restart, max_restarts, store_file),
+                          _rank_entry if warm else None)
+            failed = workers.watch(ranks)
+        except (KeyboardInterrupt, Terminated) as e:
+            sig = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM
+            with _stops_ignored():  # the ranks get the same signal, and the grace to end their work
+                # Sent to the process group (a terminal's Ctrl-C), the signal reached the ranks too, and the
+                # first to catch it says the line: a second one would cut that short
+                already = stopping(wait=RANKS_CATCH_S)
+                workers.stop(ranks, None if already else sig, grace)
+            return stopped(sig)
+        workers.stop(ranks, signal.SIGTERM, grace)  # after a failure: the others; else nothing is left
+        if not failed:
+            return 0
+        if restart == max_restarts:
+            if failures is not None:
+                failures.extend(f.as_dict() for f in failed)
+            return _failed_code([f.exitcode for f in failed])
+    return EXIT_FAILED
+
+
+def _rank_entry(env: dict, argv: list[str]) -> None:
+    """A rank forked from the warm server: its environment (the server's is the launcher's at its start),
+    then its module."""
+    os.environ.update(env)
+    run_module(argv)
 
 
 def _prepare_environment(env_extra: dict | None) -> None:
@@ -176,47 +225,6 @@ def _start_forkserver() -> None:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
-
-
-def _config(launch_config, nranks: int, max_restarts: int, warm: bool):
-    # The agent's loggers set their own levels, so quiet each one (our driver reports failures).
-    for name in [*logging.root.manager.loggerDict, "torch.multiprocessing.spawn"]:
-        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-    extra = {}
-    if "shutdown_timeout" in getattr(launch_config, "__dataclass_fields__", {}):
-        # Ctrl-C or SIGTERM: the ranks get this long to end the work in flight (stress: the round) before
-        # SIGKILL; a rank blocked inside a collective whose peer is gone never ends by itself.
-        extra["shutdown_timeout"] = int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", SHUTDOWN_GRACE_S))
-    return launch_config(
-        min_nodes=1, max_nodes=1, nproc_per_node=nranks, run_id=str(uuid.uuid4()),
-        rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=max_restarts,
-        monitor_interval=0.1, start_method="forkserver" if warm else "spawn", local_addr="127.0.0.1", **extra)
-
-
-def _run_agent(config, argv: list[str], warm: bool, failures: list | None) -> int:
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import elastic_launch
-    try:
-        if warm:
-            elastic_launch(config, run_module)(list(argv))
-        else:
-            elastic_launch(config, sys.executable)(*argv)
-    except ChildFailedError as e:
-        if failures is not None:
-            failures.extend({"rank": r, "pid": f.pid, "exitcode": f.exitcode,
-                             "signal": f.signal_name() if f.exitcode < 0 else None}
-                            for r, f in sorted(e.failures.items()))
-        return _failed_code([f.exitcode for f in e.failures.values()])
-    except (KeyboardInterrupt, Terminated):
-        raise
-    except Exception as e:  # the agent itself failed (a signal it turned into an exception, its rendezvous)
-        name = type(e).__name__
-        if name == "SignalException":
-            return stopped(int(getattr(e, "sigval", signal.SIGTERM)))
-        print(f"launcher failed: {name}: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    return 0
 
 
 def _failed_code(codes: list[int]) -> int:

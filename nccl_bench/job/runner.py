@@ -91,10 +91,21 @@ def command_name(launch_argv: list[str]) -> str:
     return os.path.splitext(os.path.basename(launch_argv[0]))[0]
 
 
+def say_starting(command: str, nranks: int, backend: str | None) -> None:
+    """On a terminal, at once: what the seconds before the ranks' first line are spent on."""
+    if not sys.stderr.isatty():
+        return
+    gpu = backend in ("nccl", "torch")
+    work = "import their libraries, then CUDA and NCCL init" if gpu else "import torch and meet"
+    print(f"{command}: starting {nranks} local rank(s) on {backend or 'the default backend'}; they {work}",
+          file=sys.stderr, flush=True)
+
+
 def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: str | None = None,
-                   **kw) -> int:
+                   backend: str | None = None, **kw) -> int:
     """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
     stem = logs.fix_stem(result, command_name(launch_argv), verbose)
+    say_starting(command_name(launch_argv), nranks, backend)
     code = launcher.self_launch(nranks, launch_argv, **kw)
     if code == EXIT_FAILED and stem is not None:
         print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
@@ -116,7 +127,8 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
             # started seconds apart need
             store_timeout = min(store_timeout, max(opts.timeout, MIN_STORE_WAIT_S))
     if ident is None:
-        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, max_restarts=max_restarts)
+        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, opts.backend,
+                              max_restarts=max_restarts)
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
     launcher.die_with_parent()

@@ -1,13 +1,14 @@
 """The job's own TCPStore, hosted by rank 0, and round-scoped barriers.
 
-It is separate from any store PyTorch or the launcher creates. Under torchrun (and our
-self-launch, which is torchrun's standalone mode) rank 0 binds an ephemeral port and
+It is separate from any store PyTorch or the launcher creates. Under our self-launch rank 0
+binds an ephemeral port and writes it to the file the launcher named; under torchrun it
 publishes it through the launcher's rendezvous store; under Slurm or MPI rank 0 listens
 on MASTER_PORT. A single-node job binds loopback only.
 """
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from datetime import timedelta
@@ -35,6 +36,25 @@ def _reachable(addr: str, port: int, timeout: float) -> bool:
             if time.monotonic() >= end:
                 return False
             time.sleep(0.1)
+
+
+def _publish(path: str, value) -> None:
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(value, f)
+    os.replace(tmp, path)  # whole or not at all: a reader never sees half an address
+
+
+def _published(path: str, timeout: float):
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            if time.monotonic() >= end:
+                raise StoreUnreachable(f"rank 0 never published the job store within {timeout:g}s") from None
+            time.sleep(0.005)
 
 
 def _listen(addr: str, port: int) -> socket.socket:
@@ -71,6 +91,13 @@ class JobStore:
         ident = self.ident
         bind = "127.0.0.1" if ident.single_node else "0.0.0.0"
         addr = "127.0.0.1" if ident.single_node else ident.master_addr
+        if ident.store_file:
+            # our launcher: rank 0 writes the port it bound to the launcher's file, the others read it there
+            if ident.rank == 0:
+                self._serve(bind, 0)
+                _publish(ident.store_file, [addr, self.listen_port])
+            addr, port = _published(ident.store_file, self.timeout)
+            return addr, int(port)
         if ident.agent_store:
             # torchrun: the launcher's store tells the others which port rank 0 bound.
             agent = self._agent_store()

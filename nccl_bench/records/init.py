@@ -16,6 +16,11 @@ PHASES = (("id exchange", "exchange_s"), ("create (until ready)", "create_s"),
           ("lifetime: create to destroyed", "lifetime_s"))
 
 
+def phases_in(rows: list[dict]) -> tuple:
+    """The PHASES these rows hold (files written before init_rest_s and lifetime_s lack them)."""
+    return tuple((label, key) for label, key in PHASES if any(key in r for r in rows))
+
+
 def measured(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r["warmup"]]
 
@@ -42,10 +47,11 @@ def summarize(rows: list[dict]) -> list[dict]:
     rounds (all ranks); plus per mode a 'failed' entry with the failed inits' time to failure."""
     out = []
     rows = measured(rows)
+    held = phases_in(rows)
     for mode in dict.fromkeys(r["mode"] for r in rows):
         mine = [r for r in rows if r["mode"] == mode]
         ok = [r for r in mine if r["outcome"] == "ok"]
-        for label, key in PHASES:
+        for label, key in held:
             out.append({"mode": mode, "phase": label, "key": key, **stats.summary(r.get(key) for r in ok)})
         failed = [r for r in mine if r["outcome"] != "ok"]
         out.append({"mode": mode, "phase": "failed: time to failure", "key": "failed_after_s",

@@ -162,12 +162,12 @@ def _per_mode(new, base, keep=lambda r: True):
 
 
 def init(new, base) -> list[dict]:
-    from nccl_bench.records.init import PHASES
+    from nccl_bench.records.init import phases_in
     rows = []
     for mode, a, b in _per_mode(new, base, keep=lambda r: not r["warmup"]):
-        for label, key in PHASES:
-            rows.append(medians(mode, label, [r[key] for r in a if r["outcome"] == "ok" and r[key] is not None],
-                                [r[key] for r in b if r["outcome"] == "ok" and r[key] is not None]))
+        for label, key in phases_in(a + b):
+            rows.append(medians(mode, label, [r[key] for r in a if r["outcome"] == "ok" and r.get(key) is not None],
+                                [r[key] for r in b if r["outcome"] == "ok" and r.get(key) is not None]))
         rows.append(failure_rates(mode, sum(r["outcome"] != "ok" for r in a), len(a),
                                   sum(r["outcome"] != "ok" for r in b), len(b)))
     return rows

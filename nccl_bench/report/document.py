@@ -130,12 +130,12 @@ class Report:
 
     # --- init ---------------------------------------------------------------------------------
     def section_init(self, results) -> None:
-        from nccl_bench.records.init import PHASES
         from nccl_bench.report import plot
         from nccl_bench.records import init as initrows
         self.add(heading("init"), "",
                  "Boxes: ok inits of measured rounds, every rank; failed inits are counted under each mode.", "")
-        self.image(plot.init_phases(results, list(PHASES), self.out / "init-phases.png"),
+        self.image(plot.init_phases(results, list(initrows.phases_in([r for res in results for r in res.rows])),
+                                    self.out / "init-phases.png"),
                    "init time per phase and mode")
         for res in results:
             body = [[s["mode"], s["phase"], s["n"], *(_num(None if s[k] is None else s[k] * 1e3) for k in

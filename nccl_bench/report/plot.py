@@ -158,7 +158,7 @@ def init_phases(results, phases: list[tuple[str, str]], path: Path) -> Path:
             groups.append((mode + (f"\n[{res.path.stem}]" if many else ""), ok, len(mine) - len(ok)))
     fig, axes = figure(1, len(phases), figsize=(1.5 + 0.75 * max(len(groups), 2) * len(phases), 4.8), squeeze=False)
     for ax, (label, key) in zip(axes.flat, phases):
-        data = [[r[key] * 1e3 for r in ok if r[key] is not None] for _, ok, _ in groups]
+        data = [[r[key] * 1e3 for r in ok if r.get(key) is not None] for _, ok, _ in groups]
         positions = [i + 1 for i, d in enumerate(data) if d]
         if positions:
             box = ax.boxplot([d for d in data if d], positions=positions, widths=0.6, patch_artist=True,
