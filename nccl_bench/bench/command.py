@@ -10,23 +10,16 @@ beside nccl-tests' fields, and one metadata block sits beside nccl-tests' keys.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-import tempfile
-
 from nccl_bench.measure import collectives
 from nccl_bench.measure import fits
-from nccl_bench.bench import algoprobe
 from nccl_bench.core import launch, results
-from nccl_bench.job import launcher
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 from nccl_bench.job.runner import run_job
 from nccl_bench.core.errors import UsageError
 from nccl_bench.bench.split import from_env as split_from_env, groups
 from nccl_bench.bench.options import ALGOS, BenchOptions
 from nccl_bench.measure.vocabulary import ALL_TYPES, DTYPES, OPS, parse_size
-from nccl_bench.bench.worker import probe_worker, worker
+from nccl_bench.bench.worker import worker
 
 
 # nccl-tests' integer flags of what a point keeps and shows: (short, long, help); default 0 (1 for -N and -m)
@@ -96,14 +89,8 @@ def add_reporting_args(p: Parser) -> None:
     for short, long, hint in INTEGER_FLAGS:
         p.add_argument(short, long, type=int, default=1 if long in ("--run_cycles", "--agg_iters") else 0, help=hint)
     p.add_argument("-J", "--json", default=None, help="result file (default results/runs/bench-<machine>-<time>.json)")
-    p.add_argument("--no-algo-confirm", action="store_true", help="skip the NCCL_DEBUG probe that confirms the algorithm")
-    p.add_argument("--algo-probe", default=None, help=argparse_suppress())
-    p.add_argument("--algo-confirmed", default=None, help=argparse_suppress())
-
-
-def argparse_suppress():
-    import argparse
-    return argparse.SUPPRESS
+    p.add_argument("--no-algo-confirm", action="store_true",
+                   help="skip asking NCCL which algorithm each size ran (one call per size before the sweep)")
 
 
 def options(a) -> BenchOptions:
@@ -159,42 +146,6 @@ def main(argv: list[str]) -> int:
     nranks = ident.world_size if ident else o.job.local_ranks()
     check_ranks(o, nranks, a.collective.split(","))
     check_fits(o, nranks)
-    if a.algo_probe:
-        return run_job(["-m", "nccl_bench", "bench", *argv], o.job, probe_worker(o, a.algo_probe))
-    if ident is None and o.job.backend in ("nccl", "torch") and o.confirm_algo and not a.algo_confirmed:
-        confirmed = probe(o, argv)
-        try:
-            return run_job(["-m", "nccl_bench", "bench", *argv, "--algo-confirmed", confirmed], o.job,
-                           worker(o, a.algo_confirmed), result=o.json)
-        finally:
-            shutil.rmtree(os.path.dirname(confirmed), ignore_errors=True)
-    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o, a.algo_confirmed), result=o.json)
+    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o), result=o.json)
 
 
-def probe(o: BenchOptions, argv: list[str]) -> str:
-    """Run the short NCCL_DEBUG=INFO probe job; returns a JSON file with what NCCL reported."""
-    import json
-    folder = tempfile.mkdtemp(prefix="nccl_bench_probe_")
-    env = algoprobe.probe_env(folder)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    if sys.stderr.isatty():
-        print("bench: confirming the algorithm NCCL runs, in a short probe job first (--no-algo-confirm skips it)",
-              file=sys.stderr, flush=True)
-    try:
-        code = launcher.self_launch(o.job.local_ranks(), ["-m", "nccl_bench", "bench", *argv, "--algo-probe", folder])
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    try:
-        found = algoprobe.confirm(folder) if code == 0 else {}
-        status = "ok" if code == 0 else f"probe job exited {code}"
-    except (OSError, ValueError, KeyError) as e:
-        found, status = {}, f"probe unreadable: {type(e).__name__}"
-    out = os.path.join(folder, "confirmed.json")
-    with open(out, "w") as f:
-        json.dump({"status": status, "reported": found}, f)
-    return out

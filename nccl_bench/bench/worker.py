@@ -1,6 +1,6 @@
-"""The ranks of a bench job: per init mode and algorithm one communicator, one sweep per
-collective and (type, op, root), rows gathered to rank 0, the table printed and the -J file
-written; and the short NCCL_DEBUG probe job that confirms which algorithm NCCL ran."""
+"""The ranks of a bench job: per init mode and algorithm one communicator, NCCL asked which algorithm each
+size runs (comm.algorecorder), one sweep per collective and (type, op, root), rows gathered to rank 0, the
+table printed and the -J file written."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,6 @@ import sys
 from nccl_bench.records import bench as benchfile
 from nccl_bench.measure import collectives
 from nccl_bench.records.bench import BenchRow
-from nccl_bench.bench import algoprobe
 from nccl_bench.bench.table import footer, memory_line, table
 from nccl_bench.job.runner import Job
 from nccl_bench.comm import InitPlan
@@ -32,53 +31,18 @@ def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) ->
 
 
 _USER_ALGO = os.environ.get("NCCL_ALGO")
+CONFIRM_MAX_BYTES = 1 << 30  # larger sizes are not asked about (allocating them would dominate the question)
 
 
-def probe_worker(o: BenchOptions, folder: str):
-    """One call per (algo, collective, size <= 1 GiB), logged by NCCL; rank 0 lists its calls."""
-    def run(job: Job) -> int:
-        import torch
-        from nccl_bench.comm.lifetime import communicator
-        calls = []
-        for k, algo in enumerate(o.algos):
-            todo = [c for a, c in o.pairs() if a == algo]
-            if not todo:
-                continue
-            with communicator(o.job.backend, _plan(GroupJob(job, None), o, o.job.init[0], algo, k),
-                              Deadline(o.job.timeout)) as comm:
-                for name in todo:
-                    coll = collectives.get(name)
-                    if coll.unfit(job.nranks):
-                        continue
-                    plan = o.sweep_plan(o.job.timeout, *o.combos(coll, job.nranks)[0])
-                    dtype, elt = getattr(torch, plan.dtype), ELEMENT_BYTES[plan.dtype]
-                    for size in plan.sizes:
-                        lay = coll.layout(size, elt, job.nranks, job.rank)
-                        if not (lay.send and lay.recv) or lay.bytes > algoprobe.PROBE_MAX_BYTES:
-                            continue
-                        args = coll.call_args(plan.op, plan.root, job.rank, job.nranks, lay)
-                        send = torch.ones(lay.send, dtype=dtype, device=comm.device)
-                        recv = torch.zeros(lay.recv, dtype=dtype, device=comm.device)
-                        comm.prepare(coll.method, send, recv, **args)()
-                        comm.wait(Deadline(o.job.timeout), name)
-                        calls.append({"algo": algo, "collective": name, "nccl_name": coll.nccl_name, "size": lay.bytes})
-        if job.rank == 0:
-            algoprobe.write_manifest(folder, os.getpid(), calls)
-        return 0
-    return run
-
-
-def _confirmed(path: str | None, backend: str) -> dict:
-    import json
-    if backend == "gloo":
+def _confirmation(o: BenchOptions, ident) -> dict:
+    """How the algorithm is confirmed on this rank: asked of NCCL in the job itself (comm.algorecorder)."""
+    if o.job.backend == "gloo":
         return {"status": "n/a (gloo)", "reported": {}}
-    if not path:
-        return {"status": "not checked (external launcher or --no-algo-confirm)", "reported": {}}
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {"status": "probe result missing", "reported": {}}
+    if not o.confirm_algo:
+        return {"status": "not checked (--no-algo-confirm)", "reported": {}}
+    from nccl_bench.comm import algorecorder
+    why = algorecorder.enable()  # before this process's first communicator: NCCL loads the plugin then
+    return {"status": "ok" if why is None else f"not checked: {why}", "reported": {}}
 
 
 def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) -> str | None:
@@ -88,9 +52,9 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
     return reported
 
 
-def worker(o: BenchOptions, confirmed_path: str | None):
+def worker(o: BenchOptions):
     def run(job: Job) -> int:
-        return BenchRanks(o, job, _confirmed(confirmed_path, o.job.backend)).run()
+        return BenchRanks(o, job, _confirmation(o, job.ident)).run()
     return run
 
 
@@ -147,10 +111,42 @@ class BenchRanks:
                 with communicator(o.job.backend, _plan(self.group, o, init, algo, counter),
                                   Deadline(o.job.timeout)) as comm:
                     self.launch_path = comm.launch_path()
+                    if self.confirmation["status"] == "ok":
+                        self._ask_nccl(comm, algo, todo)
                     for name in todo:
                         self._sweep_collective(comm, collectives.get(name), init, algo)
                     if o.memory:
                         self.memory = peak_memory(comm.device, self.memory)
+
+    def _ask_nccl(self, comm, algo: str, todo: list[str]) -> None:
+        """One call per size up to CONFIRM_MAX_BYTES, each recorded by NCCL's profiler plugin (ours):
+        which algorithm NCCL ran, before anything is timed. Every rank makes the calls; rank 0's record counts."""
+        import torch
+        from nccl_bench.comm import algorecorder
+        reported, o, group = self.confirmation["reported"], self.o, self.group
+        for name in todo:
+            coll = collectives.get(name)
+            if coll.nccl_name is None or coll.unfit(group.nranks):
+                continue
+            plan = o.sweep_plan(o.job.timeout, *o.combos(coll, group.nranks)[0])
+            elt = ELEMENT_BYTES[plan.dtype]
+            lays = [lay for size in plan.sizes if (lay := coll.layout(size, elt, group.nranks, group.rank)).send
+                    and lay.recv and lay.bytes <= CONFIRM_MAX_BYTES]
+            if not lays:
+                continue
+            dtype = getattr(torch, plan.dtype)
+            send = torch.ones(max(lay.send for lay in lays), dtype=dtype, device=comm.device)
+            recv = torch.zeros(max(lay.recv for lay in lays), dtype=dtype, device=comm.device)
+            for lay in lays:
+                args = coll.call_args(plan.op, plan.root, group.rank, group.nranks, lay)
+                with algorecorder.recording() as calls:
+                    comm.prepare(coll.method, send[:lay.send], recv[:lay.recv], **args)()
+                comm.wait(Deadline(o.job.timeout), name)
+                if calls:
+                    reported[f"{algo}/{name}/{lay.bytes}"] = calls[-1].algo
+            del send, recv
+        if not reported and not algorecorder.loaded():
+            self.confirmation["status"] = "not checked: NCCL did not load the profiler plugin"
 
     def _sweep_collective(self, comm, coll: collectives.Collective, init: str, algo: str) -> None:
         from nccl_bench.measure.sweep import Sweep  # the engine needs torch: loaded where the job runs
@@ -269,7 +265,7 @@ def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, lau
         "report_cputime": o.report_cputime, "local_register": o.local_register,
         "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
         "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],
-        "algo_confirmation": {"status": confirmation.get("status"), "probe_max_bytes": algoprobe.PROBE_MAX_BYTES},
+        "algo_confirmation": {"status": confirmation.get("status"), "probe_max_bytes": CONFIRM_MAX_BYTES},
     }
     if error is not None:
         meta["error"] = error.as_dict() if hasattr(error, "as_dict") else str(error)

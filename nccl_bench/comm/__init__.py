@@ -24,16 +24,20 @@ BACKENDS = ("nccl", "torch", "gloo")
 
 
 def gpu_count() -> int:
-    # Without an NVIDIA driver there is no GPU to count: say 0 without importing torch (seconds
-    # of CPU), so that option defaults and bad-input errors stay fast on CPU-only machines.
-    # With a driver torch counts, as it honours CUDA_VISIBLE_DEVICES.
+    """The GPUs this process may use. Asked of the CUDA driver itself (cuDeviceGetCount honours
+    CUDA_VISIBLE_DEVICES, as torch's count does), never through torch: a command's driver process counts
+    GPUs before it launches the ranks, and importing torch for that cost every command seconds."""
     if not nvidia_driver():
         return 0
+    import ctypes
     try:
-        import torch
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # a torch that cannot see the driver counts no GPU
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+    except (OSError, AttributeError):  # no driver library to ask: no GPU to use
         return 0
+    return count.value
 
 
 def nvidia_driver() -> bool:

@@ -69,17 +69,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nccl_bench"
 
 
-def _library_path() -> Path:
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    return cache_dir() / f"launchloop-{platform.machine()}-{digest}.so"
+def _library_path(source: Path) -> Path:
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    return cache_dir() / f"{source.stem}-{platform.machine()}-{digest}.so"
 
 
-def build() -> Path:
-    """Compile launchloop.c unless this version is already built; returns the library's path.
-    Raises OSError (no compiler, compiler failed) with one line that says why."""
+def build(source: Path = SOURCE) -> Path:
+    """Compile `source` (launchloop.c, or another C file of ours with no dependency) unless this version is
+    already built; returns the library's path. Raises OSError (no compiler, compiler failed) with one line
+    that says why."""
     if platform.machine().lower() not in ARCHES:
         raise OSError(f"the compiled loop supports {', '.join(ARCHES)}, not {platform.machine()}")
-    out = _library_path()
+    out = _library_path(source)
     if out.exists():
         return out
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
@@ -90,11 +91,11 @@ def build() -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)], capture_output=True,
+        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(source)], capture_output=True,
                            text=True, timeout=120)
         if r.returncode != 0:
             first = (r.stderr.strip().splitlines() or ["?"])[0]
-            raise OSError(f"{cc} failed on {SOURCE.name}: {first}")
+            raise OSError(f"{cc} failed on {source.name}: {first}")
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

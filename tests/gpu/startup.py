@@ -1,0 +1,162 @@
+"""Start-up as a user waits for it, ours beside nccl-tests', on every GPU of this machine: each command timed
+from outside as a whole process (its first table row, its first line on the terminal, its exit), the tools
+alternated ours then theirs, REPS times in one call, judged by the ratio of medians.
+
+    python3 tests/gpu/startup.py first    # -b 8 -e 8 -n 1 -w 0: own launcher vs -g N, mpiexec vs mpiexec
+    python3 tests/gpu/startup.py sweep    # -b 8 -e 8G -f 2, default iterations, own launcher vs -g N
+    python3 tests/gpu/startup.py commands [BEFORE_TREE]   # smoke, init, stress, accept; paired with a
+                                                           # checkout of an older commit when given
+
+nccl-tests comes from tests/gpu/nccltests.sh (carry .nccltests/ and .whl/mpi/). Logs and a JSON of every
+timing under $OUT; a table last. Our stderr is a pseudo-terminal, as a user's is, so the lines meant for a
+terminal are timed too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(os.environ.get("OUT", "/tmp/out"))
+NTD = Path("/tmp/nccltests")
+REPS = 3
+ROW = re.compile(rb"^\s+\d+\s+\d+\s+\w+\s+\w+")  # a table row: size, count, type, redop
+GPUS = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
+FIRST = ["-b", "8", "-e", "8", "-n", "1", "-w", "0"]
+SWEEP = ["-b", "8", "-e", "8G", "-f", "2"]
+
+
+def timed(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit: float = 300) -> dict:
+    """Run `cmd`; seconds to its first table row, its first stderr line and its exit (None: never)."""
+    master, slave = pty.openpty()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, cwd=cwd, env=env)
+    os.close(slave)
+    first_row = first_err = None
+    out, err = b"", b""
+    streams = {proc.stdout.fileno(): "out", master: "err"}
+    while streams and time.monotonic() - t0 < limit:
+        ready, _, _ = select.select(list(streams), [], [], 0.5)
+        for fd in ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                del streams[fd]
+                continue
+            now = time.monotonic() - t0
+            if streams[fd] == "out":
+                out += chunk
+                if first_row is None and any(ROW.match(line) for line in out.splitlines()):
+                    first_row = now
+            else:
+                err += chunk
+                if first_err is None and chunk.strip():
+                    first_err = now
+        if proc.poll() is not None and not ready:
+            break
+    try:
+        code = proc.wait(timeout=max(limit - (time.monotonic() - t0), 1))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    took = time.monotonic() - t0
+    os.close(master)
+    with open(OUT / "startup.log", "ab") as log:
+        log.write(f"\n$ {' '.join(cmd)}  (exit {code}, {took:.2f} s)\n".encode() + out[-4000:] + b"\n--- stderr\n"
+                  + err[-4000:])
+    return {"cmd": cmd, "exit": code, "first_row_s": first_row, "first_line_s": first_err, "exit_s": took}
+
+
+def env_with_nccltests() -> dict:
+    env = dict(os.environ)
+    text = (NTD / "env").read_text() if (NTD / "env").exists() else ""
+    for m in re.finditer(r"export (\w+)=(\S+)", text):
+        env[m.group(1)] = os.path.expandvars(m.group(2).replace("${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}",
+                                                                 ":" + env.get("LD_LIBRARY_PATH", "")).replace(
+            "$PATH", env.get("PATH", "")))
+    return env
+
+
+def pairs(name: str, ours: list[str], theirs: list[str], env: dict) -> list[dict]:
+    rows = []
+    for rep in range(REPS):
+        for tool, cmd in (("ours", ours), ("nccl-tests", theirs)):
+            r = timed(cmd, env=env)
+            rows.append({"case": name, "tool": tool, "rep": rep, **r})
+            print(f"{name:28s} {tool:10s} rep {rep}: row {r['first_row_s']}, line {r['first_line_s']}, "
+                  f"exit {r['exit_s']:.2f} s (code {r['exit']})", flush=True)
+    return rows
+
+
+def med(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'case':28s} {'ours row/exit s':>18s} {'nccl-tests row/exit s':>22s} {'ratio row':>9s} "
+             f"{'ratio exit':>10s} {'our 1st line s':>14s}"]
+    for case in dict.fromkeys(r["case"] for r in rows):
+        o = [r for r in rows if r["case"] == case and r["tool"] == "ours"]
+        t = [r for r in rows if r["case"] == case and r["tool"] != "ours"]
+        orow, oexit = med(r["first_row_s"] for r in o), med(r["exit_s"] for r in o)
+        trow, texit = med(r["first_row_s"] for r in t), med(r["exit_s"] for r in t)
+        ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"  # noqa: E731
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        lines.append(f"{case:28s} {fmt(orow) + ' / ' + fmt(oexit):>18s} {fmt(trow) + ' / ' + fmt(texit):>22s} "
+                     f"{ratio(orow, trow):>9s} {ratio(oexit, texit):>10s} "
+                     f"{fmt(med(r['first_line_s'] for r in o)):>14s}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    what = sys.argv[1] if len(sys.argv) > 1 else "first"
+    OUT.mkdir(parents=True, exist_ok=True)
+    if what in ("first", "sweep"):
+        subprocess.run(["bash", "tests/gpu/nccltests.sh"], check=False)
+    env = env_with_nccltests()
+    py = [sys.executable, "-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce"]
+    perf, perf_mpi = str(NTD / "build" / "all_reduce_perf"), str(NTD / "build_mpi" / "all_reduce_perf")
+    mpi = ["mpiexec", "-n", str(GPUS)]
+    rows: list[dict] = []
+    if what == "first":
+        rows += pairs(f"first row, own / -g {GPUS}", py + FIRST, [perf, *FIRST, "-g", str(GPUS)], env)
+        rows += pairs("first row, no algo confirm", py + FIRST + ["--no-algo-confirm"],
+                      [perf, *FIRST, "-g", str(GPUS)], env)
+        rows += pairs("first row, mpiexec", mpi + py + FIRST, mpi + [perf_mpi, *FIRST, "-g", "1"], env)
+    elif what == "sweep":
+        rows += pairs(f"sweep 8 B-8 GiB, own / -g {GPUS}", py + SWEEP, [perf, *SWEEP, "-g", str(GPUS)], env)
+    else:
+        before = sys.argv[2] if len(sys.argv) > 2 else None
+        cmds = {"smoke": ["smoke", "--backend", "nccl"], "init": ["init", "--backend", "nccl", "--rounds", "5"],
+                "stress 20": None, "accept": ["accept", "--backend", "nccl"]}
+        for rep in range(1 if before is None else 2):
+            for name, args in cmds.items():
+                if name == "accept" and rep:
+                    continue  # a minute and a half each: once
+                argv = ([sys.executable, "-m", "stress", "--backend", "nccl", "--rounds", "20"] if args is None
+                        else [sys.executable, "-m", "nccl_bench", *args])
+                for tool, cwd in (("ours", None), ("before", before)):
+                    if tool == "before" and before is None:
+                        continue
+                    r = timed(argv, cwd=cwd, env=env, limit=400)
+                    rows.append({"case": name, "tool": tool, "rep": rep, **r})
+                    print(f"{name:10s} {tool:7s} rep {rep}: exit {r['exit_s']:.2f} s (code {r['exit']}), first line "
+                          f"{r['first_line_s']}", flush=True)
+    (OUT / f"startup_{what}.json").write_text(json.dumps({"gpus": GPUS, "rows": rows}, indent=1))
+    text = table(rows)
+    (OUT / f"startup_{what}_table.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
