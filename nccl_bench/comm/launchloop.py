@@ -327,11 +327,17 @@ class PythonLoop:
 
 
 def main() -> int:
-    """`python -m nccl_bench.comm.launchloop`: build the compiled loop now (bin/setup calls this)."""
+    """`python -m nccl_bench.comm.launchloop`: build the compiled loop and the algorithm recorder now (bin/setup
+    calls this; else each is built at its first use)."""
     try:
         print(f"compiled launch loop: {build()}")
     except OSError as e:
         print(f"compiled launch loop not built ({e}); timed loops will run in Python", file=sys.stderr)
+    recorder = SOURCE.with_name("algorecorder.c")
+    try:
+        print(f"algorithm recorder (a NCCL profiler plugin): {build(recorder)}")
+    except OSError as e:
+        print(f"algorithm recorder not built ({e}); bench will not confirm NCCL's algorithm", file=sys.stderr)
     return 0
 
 
