@@ -3,6 +3,7 @@ from outside as a whole process (its first table row, its first line on the term
 alternated ours then theirs, REPS times in one call, judged by the ratio of medians.
 
     python3 tests/gpu/startup.py first    # -b 8 -e 8 -n 1 -w 0: own launcher vs -g N, mpiexec vs mpiexec
+    python3 tests/gpu/startup.py own      # the first of those alone
     python3 tests/gpu/startup.py sweep    # -b 8 -e 8G -f 2, default iterations, own launcher vs -g N
     python3 tests/gpu/startup.py commands [BEFORE_TREE]   # smoke, init, stress, accept; paired with a
                                                            # checkout of an older commit when given
@@ -120,23 +121,24 @@ def table(rows: list[dict]) -> str:
 def main() -> int:
     what = sys.argv[1] if len(sys.argv) > 1 else "first"
     OUT.mkdir(parents=True, exist_ok=True)
-    if what in ("first", "sweep"):
+    if what in ("first", "own", "sweep"):
         subprocess.run(["bash", "tests/gpu/nccltests.sh"], check=False)
     env = env_with_nccltests()
     py = [sys.executable, "-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce"]
     perf, perf_mpi = str(NTD / "build" / "all_reduce_perf"), str(NTD / "build_mpi" / "all_reduce_perf")
     mpi = ["mpiexec", "-n", str(GPUS)]
     rows: list[dict] = []
-    if what == "first":
+    if what in ("first", "own"):
         rows += pairs(f"first row, own / -g {GPUS}", py + FIRST, [perf, *FIRST, "-g", str(GPUS)], env)
+    if what == "first":
         rows += pairs("first row, no algo confirm", py + FIRST + ["--no-algo-confirm"],
                       [perf, *FIRST, "-g", str(GPUS)], env)
         rows += pairs("first row, mpiexec", mpi + py + FIRST, mpi + [perf_mpi, *FIRST, "-g", "1"], env)
     elif what == "sweep":
         rows += pairs(f"sweep 8 B-8 GiB, own / -g {GPUS}", py + SWEEP, [perf, *SWEEP, "-g", str(GPUS)], env)
-    else:
+    elif what == "commands":
         before = sys.argv[2] if len(sys.argv) > 2 else None
-        cmds = {"smoke": ["smoke", "--backend", "nccl"], "init": ["init", "--backend", "nccl", "--rounds", "5"],
+        cmds = {"smoke": ["smoke", "--backend", "nccl"], "init": ["init", "--backend", "nccl", "--init", "scoped", "--rounds", "5"],
                 "stress 20": None, "accept": ["accept", "--backend", "nccl"]}
         for rep in range(1 if before is None else 2):
             for name, args in cmds.items():
