@@ -260,3 +260,24 @@ def test_a_point_whose_cycles_differ_over_10_percent_is_flagged_unstable():
     assert "# Unstable points      : 1 " in footer(rows)
     (one8, _) = bench_layouts.median_over_cycles([r.to_json() for r in rows])
     assert one8["unstable"] and one8["spread_pct"]["out_of_place"] > 18
+
+
+def test_a_table_printed_row_by_row_is_the_table_printed_at_once(capsys):
+    """bench prints each row the moment it is measured (as nccl-tests does); the columns are fixed-width, so
+    the lines are those of the whole table, and a wide value pushes only its own row."""
+    from nccl_bench.bench.table import Streamed, table
+    rows = []
+    for size, t in ((8, 10.0), (1 << 30, 123456789.5)):
+        r = _row(0 if size == 8 else None)
+        r.update(size=size, count=size // 4)
+        r["out_of_place"] = {"time": t, "alg_bw": 1.0, "bus_bw": 2.0, "nwrong": 0}
+        rows.append(benchfile.BenchRow.from_json(r))
+    printed = Streamed("all_reduce  algo default", 1, per_iter=False, stamped=False, cpu=False)
+    for r in rows:
+        printed.row(r)
+    printed.close()
+    streamed = capsys.readouterr().out.rstrip("\n")
+    assert streamed == table(rows, "all_reduce  algo default")
+    lines = streamed.splitlines()
+    assert lines[2].startswith("#") and lines[2].index("size") == lines[3].index("8") - 3  # right-aligned
+    assert "123456789.50" in lines[4] and len(lines[4]) > len(lines[3])

@@ -9,15 +9,38 @@ from nccl_bench.records.bench import BenchRow, totals
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
 # -I: nccl-tests' extra columns per placement, then ours: iterations above 2 x p50
 _PER_ITER = ["i_min", "i_max", "i_p99", "i_cv%", "i_>2x"]
+# Fixed widths, as nccl-tests' printf: a row can be printed the moment it is measured, under a header printed
+# before it (a wider value pushes its row, never the others)
+_WIDTH = {"size": 12, "count": 12, "type": 8, "redop": 6, "root": 6, "time": 9, "algbw": 7, "busbw": 7,
+          "#wrong": 6, "i_min": 8, "i_max": 8, "i_p99": 8, "i_cv%": 6, "i_>2x": 9, "timestamp": 19, "spread": 15}
 
 
-def table(rows: list[BenchRow], title: str) -> str:
-    """nccl-tests' columns: size count type redop root | out-of-place | in-place [| timestamp]."""
-    from tabulate import tabulate
-    per_iter = bool(rows) and rows[0].out_of_place_per_iter is not None
-    stamped = bool(rows) and rows[0].timestamp is not None
+def columns(per_iter: bool, stamped: bool, spread: bool) -> list[str]:
+    return ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
+            *(["timestamp"] if stamped else []), *(["spread"] if spread else [])]
 
-    def place(r: BenchRow, p: str) -> list:
+
+def _join(cells: list, cols: list[str]) -> str:
+    return "  ".join(str(c).rjust(_WIDTH[h]) for c, h in zip(cells, cols))
+
+
+def header(title: str, cols: list[str], cpu: bool) -> str:
+    """The lines above the rows: the title, the units, the column names."""
+    per_iter = "i_min" in cols
+    time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
+    units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
+             + (" i_min i_max i_p99 (us) i_cv% i_>2x (iterations above 2 x p50: h the host's, its launch late; "
+                "d the device's)" if per_iter else "")
+             + "  |  in-place: the same")
+    names = _join(cols, cols)
+    return "\n".join([f"# {title}", f"# {units}", "#" + names[1:]])
+
+
+def line(r: BenchRow, cols: list[str]) -> str:
+    """One row, in `cols`' columns."""
+    per_iter = "i_min" in cols
+
+    def place(p: str) -> list:
         m = r.place(p)
         cells = [f"{m.time:.2f}", f"{m.alg_bw:.2f}", f"{m.bus_bw:.2f}", "N/A" if m.nwrong is None else m.nwrong]
         if per_iter:
@@ -25,23 +48,46 @@ def table(rows: list[BenchRow], title: str) -> str:
             cells += [f"{i['min_us']:.2f}", f"{i['max_us']:.2f}", f"{i['p99_us']:.2f}", f"{i['cv_pct']:.1f}",
                       tail.cell(i)]
         return cells
-    spread = any(r.spread_pct is not None for r in rows)
-    head = ["size", "count", "type", "redop", "root", *(_PLACE + (_PER_ITER if per_iter else [])) * 2,
-            *(["timestamp"] if stamped else []), *(["spread"] if spread else [])]
-    body = [[r.size, r.count, r.type, r.redop, r.root, *place(r, "out_of_place"), *place(r, "in_place"),
-             *([r.timestamp] if stamped else []), *([_stability(r)] if spread else [])] for r in rows]
-    text = tabulate(body, headers=head, tablefmt="plain", disable_numparse=True, colalign=("right",) * len(head))
-    lines = text.splitlines()
+    cells = [r.size, r.count, r.type, r.redop, r.root, *place("out_of_place"), *place("in_place"),
+             *([r.timestamp] if "timestamp" in cols else []), *([_stability(r)] if "spread" in cols else [])]
+    return _join(cells, cols)
+
+
+def notes(rows: list[BenchRow]) -> list[str]:
+    """What the rows cannot say in a cell: an in-place placement timed but not checked."""
+    return [f"# in-place {r.collective}: timed, not checked (point-to-point in place has no defined "
+            "order across processes)" for r in rows[:1] if r.in_place.nwrong is None
+            and r.out_of_place.nwrong is not None]
+
+
+def table(rows: list[BenchRow], title: str) -> str:
+    """nccl-tests' columns: size count type redop root | out-of-place | in-place [| timestamp] [| spread]."""
+    cols = columns(bool(rows) and rows[0].out_of_place_per_iter is not None,
+                   bool(rows) and rows[0].timestamp is not None, any(r.spread_pct is not None for r in rows))
     cpu = bool(rows) and rows[0].out_of_place.cpu_time
-    time_is = "time (us, host time per launch: -C)" if cpu else "time (us)"
-    units = (f"(B)  (elements)  |  out-of-place: {time_is} algbw busbw (GB/s) #wrong"
-             + (" i_min i_max i_p99 (us) i_cv% i_>2x (iterations above 2 x p50: h the host's, its launch late; "
-                "d the device's)" if per_iter else "")
-             + "  |  in-place: the same")
-    notes = [f"# in-place {r.collective}: timed, not checked (point-to-point in place has no defined "
-             "order across processes)" for r in rows[:1] if r.in_place.nwrong is None
-             and r.out_of_place.nwrong is not None]
-    return "\n".join([f"# {title}", f"# {units}", "#" + lines[0][1:], *lines[1:], *notes])
+    return "\n".join([header(title, cols, cpu), *(line(r, cols) for r in rows), *notes(rows)])
+
+
+class Streamed:
+    """A table printed as its rows are measured (rank 0): the header before a cycle's first row, each row at
+    once, the notes at the end; what table() prints at once, line for line."""
+
+    def __init__(self, title: str, cycles: int, per_iter: bool, stamped: bool, cpu: bool):
+        self.title, self.cycles, self.cpu = title, cycles, cpu
+        self.cols = columns(per_iter, stamped, cycles > 1)
+        self.cycle, self.rows = None, []
+
+    def row(self, r: BenchRow) -> None:
+        if r.cycle != self.cycle:
+            self.cycle = r.cycle
+            of = f"  cycle {r.cycle + 1}/{self.cycles}" if self.cycles > 1 else ""
+            print(header(self.title + of, self.cols, self.cpu), flush=True)
+        self.rows.append(r)
+        print(line(r, self.cols), flush=True)
+
+    def close(self) -> None:
+        for note in notes(self.rows):
+            print(note, flush=True)
 
 
 def _stability(row: BenchRow) -> str:

@@ -9,7 +9,7 @@ import sys
 from nccl_bench.records import bench as benchfile
 from nccl_bench.measure import collectives
 from nccl_bench.records.bench import BenchRow
-from nccl_bench.bench.table import footer, memory_line, table
+from nccl_bench.bench.table import Streamed, footer, memory_line
 from nccl_bench.job.runner import Job
 from nccl_bench.comm import InitPlan
 from nccl_bench.core.deadline import Deadline
@@ -149,26 +149,33 @@ class BenchRanks:
             self.confirmation["status"] = "not checked: NCCL did not load the profiler plugin"
 
     def _sweep_collective(self, comm, coll: collectives.Collective, init: str, algo: str) -> None:
+        """Every (type, op, root) of one collective swept; rank 0 prints each row the moment it is measured.
+        The rows measured stay this rank's even when a later point fails."""
         from nccl_bench.measure.sweep import Sweep  # the engine needs torch: loaded where the job runs
         o, group, reported = self.o, self.group, self.confirmation["reported"]
         progress = sys.stderr.isatty() and self.job.rank == 0
-        got = []
-        for combo in o.combos(coll, group.nranks):
-            plan = o.sweep_plan(o.job.timeout, *combo)
-            tag = "/".join(map(str, (init, algo, *combo)))
-            got += Sweep(group, comm, coll, plan, tag, progress, self.census).rows()
-        for r in got:
-            r.algo, r.init, r.backend, r.nranks = algo, init, o.job.backend, group.nranks
-            r.group, r.color = group.row_fields.get("group"), group.row_fields.get("color")
-            r.algo_confirmed = algo_verdict(algo, coll, reported.get(f"{algo}/{coll.name}/{r.size}"))
-        self.rows.extend(got)
+        printed = None
         if self.job.rank == 0:
             title = f"{coll.name}  algo {algo}  init {init}  {o.job.backend} x{group.nranks}"
             if o.split is not None:
                 title += f"  split {o.split}: group {group.group} of {group.ngroups}"
-            for cycle in range(o.cycles):
-                of = f"  cycle {cycle + 1}/{o.cycles}" if o.cycles > 1 else ""
-                print(table([r for r in got if r.cycle == cycle], title + of), flush=True)
+            printed = Streamed(title, o.cycles, o.per_iter, o.timestamps, o.report_cputime)
+
+        def measured(r: BenchRow) -> None:
+            r.algo, r.init, r.backend, r.nranks = algo, init, o.job.backend, group.nranks
+            r.group, r.color = group.row_fields.get("group"), group.row_fields.get("color")
+            r.algo_confirmed = algo_verdict(algo, coll, reported.get(f"{algo}/{coll.name}/{r.size}"))
+            self.rows.append(r)
+            if printed is not None:
+                printed.row(r)
+        try:
+            for combo in o.combos(coll, group.nranks):
+                plan = o.sweep_plan(o.job.timeout, *combo)
+                tag = "/".join(map(str, (init, algo, *combo)))
+                Sweep(group, comm, coll, plan, tag, progress, self.census).rows(on_row=measured)
+        finally:
+            if printed is not None:
+                printed.close()
 
     def _gather_extras(self) -> None:
         if self.o.memory:

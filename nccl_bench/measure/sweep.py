@@ -217,8 +217,9 @@ class Sweep:
             mine["wrong"].append(self._check(send, recv, lay) if checked else None)
         return mine
 
-    def _measure(self) -> list[dict]:
-        """This rank's _size() lists per cycle and size, cycle by cycle."""
+    def _measure(self, emit) -> None:
+        """This rank's _size() per cycle and size, cycle by cycle, each handed to `emit(cycle, i, layout, it)`
+        as soon as it is measured."""
         p = self.plan
         # both buffers as large as the largest size's larger buffer, as nccl-tests allocates them
         numel = max(max(lay.send, lay.recv) for lay in self.layouts) + p.unalign
@@ -226,34 +227,44 @@ class Sweep:
         handles = self.comm.register([send_buf, recv_buf], p.register) if p.register else []
         try:
             self._warm_up(send_buf, recv_buf)
-            mine = []
             for cycle in range(p.cycles):
                 for i, lay in enumerate(self.layouts):
                     self._show(i, lay, cycle)
                     with markers.span("size", bytes=lay.bytes, collective=self.coll.name, cycle=cycle):
-                        mine.append(self._size(send_buf, recv_buf, lay))
+                        mine = self._size(send_buf, recv_buf, lay)
+                    emit(cycle, i, lay, mine)
             self._show(None, None)
         finally:
             for h in reversed(handles):  # before the buffers go (a window's deregistration is collective)
                 h.close()
         del send_buf, recv_buf
-        return mine
 
-    def rows(self) -> list[BenchRow]:
-        """Measure on every rank, then aggregate across ranks; every rank returns the same rows."""
+    def rows(self, on_row=None) -> list[BenchRow]:
+        """Measure on every rank; each point aggregated across ranks as soon as every rank measured it (the
+        ranks' measurements meet in the job store, outside the timed loops) and handed to `on_row` at once,
+        as nccl-tests prints a row when it is measured. Every rank returns the same rows; with -N, a point's
+        spread is known at its last cycle."""
         if not self.layouts:
             return []
+        done: list[BenchRow] = []
+
+        def emit(cycle: int, i: int, lay: Layout, mine: dict) -> None:
+            everyone = self.job.store.all_gather_obj(f"bench/{self.tag}/{self.coll.name}/{cycle}/{i}", mine,
+                                                     timeout=self.plan.timeout + 60)
+            row = self._row(cycle, lay, everyone)
+            done.append(row)
+            if cycle == self.plan.cycles - 1:
+                with_spread([r for r in done if r.size == row.size])
+            if on_row is not None:
+                on_row(row)
+
         with markers.span("collective", collective=self.coll.name, run=self.tag):
             if self.stream is not None:
                 with torch.cuda.stream(self.stream):
-                    mine = self._measure()
+                    self._measure(emit)
             else:
-                mine = self._measure()
-        everyone = self.job.store.all_gather_obj(f"bench/{self.tag}/{self.coll.name}", mine,
-                                                 timeout=self.plan.timeout + 60)
-        n = len(self.layouts)
-        return with_spread([self._row(cycle, lay, [e[cycle * n + i] for e in everyone])
-                            for cycle in range(self.plan.cycles) for i, lay in enumerate(self.layouts)])
+                self._measure(emit)
+        return done
 
     def _row(self, cycle: int, lay: Layout, per_rank: list[dict]) -> BenchRow:
         p, coll = self.plan, self.coll
