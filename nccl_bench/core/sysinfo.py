@@ -102,6 +102,23 @@ def gpus() -> dict:
             pass
 
 
+def gpu_memory_bytes() -> list[int]:
+    """Each visible GPU's memory (NVML), and nothing else: what a command checks before it launches, without
+    gpus()' link survey of every pair ([] without NVML)."""
+    try:
+        import pynvml as nv
+        nv.nvmlInit()
+    except Exception:  # no NVML: nothing known to check against
+        return []
+    try:
+        return [int(nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i)).total) for i in visible_indices(nv)]
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:  # shutting NVML down: nothing left to report
+            pass
+
+
 def visible_indices(nv, env=None) -> list[int]:
     """NVML's indices of the GPUs this process's CUDA sees, in CUDA's order: CUDA_VISIBLE_DEVICES (indices or
     UUIDs) where it is set, every GPU otherwise. A node's facts are those of the GPUs its jobs run on."""

@@ -25,9 +25,9 @@ def why_not(backend: str, need: int, nranks: int) -> str | None:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // max(nranks, 1)
         where = f"this machine's memory per rank ({have / 2**30:.1f} GiB)"
     else:
-        devs = sysinfo.gpus().get("devices") or []
-        if not devs:
+        sizes = sysinfo.gpu_memory_bytes()
+        if not sizes:
             return None
-        have = min(d["memory_gib"] for d in devs) * 2**30
+        have = min(sizes)
         where = f"GPU memory ({have / 2**30:.0f} GiB)"
     return f"buffers need {need / 2**30:.1f} GiB, more than {where}" if need > have else None
