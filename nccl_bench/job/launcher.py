@@ -7,10 +7,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import uuid
 
 from nccl_bench import SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
@@ -134,7 +132,7 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     _prepare_environment(env_extra)
     warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
     reaping.adopt_orphans()
-    folder = tempfile.mkdtemp(prefix="nccl_bench_job_")  # the job store's address, per restart
+    folder = os.path.dirname(os.environ[SAID_ENV])  # the run's own folder: the job store's address goes there too
     try:
         with _sigint_deferred():
             if warm:
@@ -149,7 +147,6 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
             if warm:
                 stop_helpers(HELPERS_GRACE_S)
             reaping.reap_all(HELPERS_GRACE_S)
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shutdown_grace() -> float:
@@ -251,7 +248,8 @@ def stopped(signum: int) -> int:
 
 
 def _say_once_marker() -> None:
-    """The run's marker for its stop line (nccl_bench.first_to_say), in a folder of its own, removed at exit."""
+    """The run's marker for its stop line (nccl_bench.first_to_say), in a folder of the run's own (the job
+    store's address file goes there too), removed at exit."""
     import atexit
     import shutil
     import tempfile
