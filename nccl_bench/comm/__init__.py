@@ -15,6 +15,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from nccl_bench.comm.plan import InitPlan, InitTimings
+from nccl_bench.core.sysinfo import nvidia_driver
 from nccl_bench.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -38,14 +39,6 @@ def gpu_count() -> int:
     except (OSError, AttributeError):  # no driver library to ask: no GPU to use
         return 0
     return count.value
-
-
-def nvidia_driver() -> bool:
-    """Whether an NVIDIA driver is loaded here (its control device, or GPUs listed in /proc)."""
-    try:
-        return os.path.exists("/dev/nvidiactl") or bool(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return False
 
 
 def default_backend() -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import sys
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -17,8 +18,15 @@ LAST_TORCH_WITH_UNSCOPED_KEYS = (2, 15)
 
 
 def torch_version() -> str:
-    import torch
-    return torch.__version__
+    """torch's version, without importing torch where this process has not (a command's driver)."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    try:
+        from importlib.metadata import version
+        return version("torch")
+    except Exception:  # no installed metadata to read (a source tree on the path): ask torch itself
+        import torch
+        return torch.__version__
 
 
 def torch_reuses_unscoped_keys() -> dict:
@@ -37,6 +45,8 @@ def nccl_info() -> dict:
     """NCCL version and library path (nccl4py's view when installed, else torch's)."""
     out = {"version": None, "path": None, "nccl4py": None}
     try:
+        if "torch" not in sys.modules and not nvidia_driver():
+            raise ImportError("no GPU here: no NCCL to ask torch about")  # and no torch to import for nothing
         import torch
         if torch.cuda.is_available():
             v = torch.cuda.nccl.version()
@@ -59,6 +69,14 @@ def nccl_info() -> dict:
     if out["path"] is None:
         out["path"] = _mapped_lib("libnccl")
     return out
+
+
+def nvidia_driver() -> bool:
+    """Whether an NVIDIA driver is loaded here (its control device, or GPUs listed in /proc)."""
+    try:
+        return os.path.exists("/dev/nvidiactl") or bool(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return False
 
 
 def _mapped_lib(name: str) -> str | None:
