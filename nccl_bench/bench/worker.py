@@ -34,7 +34,7 @@ _USER_ALGO = os.environ.get("NCCL_ALGO")
 CONFIRM_MAX_BYTES = 1 << 30  # larger sizes are not asked about (allocating them would dominate the question)
 
 
-def _confirmation(o: BenchOptions, ident) -> dict:
+def _confirmation(o: BenchOptions) -> dict:
     """How the algorithm is confirmed on this rank: asked of NCCL in the job itself (comm.algorecorder)."""
     if o.job.backend == "gloo":
         return {"status": "n/a (gloo)", "reported": {}}
@@ -54,7 +54,7 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 
 def worker(o: BenchOptions):
     def run(job: Job) -> int:
-        return BenchRanks(o, job, _confirmation(o, job.ident)).run()
+        return BenchRanks(o, job, _confirmation(o)).run()
     return run
 
 

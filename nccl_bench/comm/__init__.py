@@ -59,8 +59,8 @@ def check_backend(name: str) -> str:
 
 
 def _installed(module: str) -> bool:
-    """Whether `module` can be imported, found without importing it (nccl4py's import, numpy and cuda-core
-    with it, took 0.6 s of a command's start in the process that launches the ranks, which never use it)."""
+    """Whether `module` can be imported, found without importing it: nccl4py's import (numpy and cuda-core with
+    it) would cost the process that launches the ranks, which never uses it, part of every start."""
     import importlib.util
     try:
         return importlib.util.find_spec(module) is not None

@@ -4,6 +4,7 @@ Used by `info` and by the metadata block every result file carries.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -44,15 +45,14 @@ def torch_reuses_unscoped_keys() -> dict:
 def nccl_info() -> dict:
     """NCCL version and library path (nccl4py's view when installed, else torch's)."""
     out = {"version": None, "path": None, "nccl4py": None}
-    try:
-        if "torch" not in sys.modules and not nvidia_driver():
-            raise ImportError("no GPU here: no NCCL to ask torch about")  # and no torch to import for nothing
-        import torch
-        if torch.cuda.is_available():
-            v = torch.cuda.nccl.version()
-            out["version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:  # a torch without NCCL: the version is not known
-        pass
+    if "torch" in sys.modules or nvidia_driver():  # without a GPU there is no NCCL to import torch for
+        try:
+            import torch
+            if torch.cuda.is_available():
+                v = torch.cuda.nccl.version()
+                out["version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:  # a torch without NCCL: the version is not known
+            pass
     try:
         from importlib.metadata import version
         out["nccl4py"] = version("nccl4py")
@@ -89,17 +89,31 @@ def _mapped_lib(name: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def gpus() -> dict:
-    """GPU models, memory, driver, and the links between each pair (NVML)."""
+@contextlib.contextmanager
+def _nvml():
+    """(NVML, None) for the block, shut down after it; (None, why) where NVML cannot start."""
     try:
         import pynvml as nv
         nv.nvmlInit()
-    except Exception as e:  # no NVML: the metadata says why
-        return {"count": 0, "driver": None, "devices": [], "links": [], "why": f"no NVML: {type(e).__name__}"}
+    except Exception as e:  # no NVML (its library, its driver): the caller says so
+        yield None, f"no NVML: {type(e).__name__}"
+        return
     try:
+        yield nv, None
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:  # shutting NVML down: nothing left to report
+            pass
+
+
+@lru_cache(maxsize=1)
+def gpus() -> dict:
+    """GPU models, memory, driver, and the links between each pair (NVML)."""
+    with _nvml() as (nv, why):
+        if nv is None:  # the metadata says why
+            return {"count": 0, "driver": None, "devices": [], "links": [], "why": why}
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in visible_indices(nv)]
-        n = len(handles)
         devices, bus = [], {}
         for i, h in enumerate(handles):
             name = nv.nvmlDeviceGetName(h)
@@ -111,30 +125,17 @@ def gpus() -> dict:
                             "pci_bus_id": pci})
         links = _links(nv, handles, bus)
         drv = nv.nvmlSystemGetDriverVersion()
-        return {"count": n, "driver": drv if isinstance(drv, str) else drv.decode(),
+        return {"count": len(handles), "driver": drv if isinstance(drv, str) else drv.decode(),
                 "devices": devices, "links": links}
-    finally:
-        try:
-            nv.nvmlShutdown()
-        except Exception:  # shutting NVML down: nothing left to report
-            pass
 
 
 def gpu_memory_bytes() -> list[int]:
     """Each visible GPU's memory (NVML), and nothing else: what a command checks before it launches, without
     gpus()' link survey of every pair ([] without NVML)."""
-    try:
-        import pynvml as nv
-        nv.nvmlInit()
-    except Exception:  # no NVML: nothing known to check against
-        return []
-    try:
+    with _nvml() as (nv, _):
+        if nv is None:  # nothing known to check against
+            return []
         return [int(nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i)).total) for i in visible_indices(nv)]
-    finally:
-        try:
-            nv.nvmlShutdown()
-        except Exception:  # shutting NVML down: nothing left to report
-            pass
 
 
 def visible_indices(nv, env=None) -> list[int]:

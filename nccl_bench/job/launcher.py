@@ -182,7 +182,6 @@ def _run(nranks: int, argv: list[str], warm: bool, max_restarts: int, failures: 
             if failures is not None:
                 failures.extend(f.as_dict() for f in failed)
             return _failed_code([f.exitcode for f in failed])
-    return EXIT_FAILED
 
 
 def _rank_entry(env: dict, argv: list[str]) -> None:

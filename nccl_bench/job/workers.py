@@ -49,10 +49,7 @@ class Rank:
 
     @property
     def exitcode(self) -> int | None:
-        if hasattr(self.proc, "sentinel"):
-            return self.proc.exitcode
-        code = self.proc.poll()
-        return code
+        return self.proc.exitcode if hasattr(self.proc, "sentinel") else self.proc.poll()
 
     def send(self, sig: int) -> None:
         try:
