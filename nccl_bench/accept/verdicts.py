@@ -152,6 +152,8 @@ def judge_replay(profile: Profile, m: dict) -> list[Verdict]:
     elif m.get("replay_trace_us"):
         limit = m["replay_trace_us"] * m["replay_max_slowdown"]
         source = f"the job's own trace {m['replay_trace_us']:.1f} us x {m['replay_max_slowdown']:g}"
+        if m.get("replay_sequence_ready_us"):  # the job's calls' ready times: the replay's kernels, the same way
+            seq, source = m["replay_sequence_ready_us"], source + " (ready times on both sides)"
     else:
         return [Verdict(check, "skip", round(seq, 1), "-", "the trace has no durations and the profile no golden "
                         "replay of this workload"),

@@ -41,6 +41,10 @@ def parser() -> Parser:
     p.add_argument("--allow-missing-ranks", action="store_true",
                    help="replay the groups whose ranks all have a file, leaving out the others (default: a rank with "
                         "no file, or one that cannot be read, stops the replay)")
+    p.add_argument("--ranks-per-node", type=int, default=None, metavar="K",
+                   help="the job ran K ranks a node, in rank order (its --nproc-per-node): the groups that spanned "
+                        "nodes get no ratio against the job's times (a trace of several nodes says so itself; a "
+                        "dump cannot)")
     p.add_argument("--sequences", default=None, help=argparse.SUPPRESS)  # the launcher's, for the ranks it starts
     add_job_args(p, timeout=120.0)
     return p
@@ -52,6 +56,8 @@ def check_args(a) -> None:
         raise UsageError(f"-n/--iters must be 1..{MAX_ITERS}, got {a.iters}")
     if not 0 <= a.warmup <= MAX_ITERS:
         raise UsageError(f"-w/--warmup must be 0..{MAX_ITERS}, got {a.warmup}")
+    if a.ranks_per_node is not None and not 1 <= a.ranks_per_node <= 4096:
+        raise UsageError(f"--ranks-per-node must be 1..4096, got {a.ranks_per_node}")
     if a.max_slowdown is not None and not a.max_slowdown > 0:
         raise UsageError(f"--max-slowdown must be above 0, got {a.max_slowdown:g}")
     results.check_writable(a.json, kind=None if a.list else "replay")
@@ -90,6 +96,9 @@ def main(argv: list[str]) -> int:
         opts = ReplayOptions(a, workload, digest)
         return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=a.json)
     workload = traces.load(a.traces, a.allow_missing_ranks)
+    if a.ranks_per_node:
+        workload.notes = [n for n in workload.notes if " crossed a network in the job" not in n]
+        workload.place(a.ranks_per_node, "--ranks-per-node")
     if a.list:
         return list_only(a, workload)
     workload = workload.compact()
@@ -176,7 +185,8 @@ def metadata(opts: ReplayOptions, wl, seq: dict, nranks: int, outs: list[dict]) 
     meta["replay"] = {**summary(wl), "nranks": nranks, "digest": opts.digest,
                       "iters": opts.iters, "warmup": opts.warmup, "max_slowdown": opts.max_slowdown,
                       "ran": {str(o["rank"]): o["ran"] for o in outs},
-                      "timing": "cuda events around each call" if opts.job.backend != "gloo"
+                      "timing": "one cuda event between calls, each pass enqueued whole behind a hold; kernels from "
+                      "profiled passes" if opts.job.backend != "gloo"
                       else "wall clock around each call, waited for", "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)"}
     meta["sequence"] = seq
     return meta
@@ -187,20 +197,31 @@ def lines(rows: list, seq: dict, bad: list, opts: ReplayOptions) -> list[str]:
     from tabulate import tabulate
     f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
     ready = any(r.trace_ready_us is not None for r in rows)
+    kernels = any(r.ready_us is not None for r in rows)
     body = [[r.collective, r.bytes, r.dtype, _ranks(r.group_ranks), r.calls, f(r.time_us), f(r.busbw),
-             f(r.trace_time_us), *([f(r.trace_ready_us), f(r.trace_overlap_pct, 0)] if ready else []),
+             *([f(r.ready_us)] if kernels else []), f(r.trace_time_us),
+             *([f(r.trace_ready_us), f(r.trace_overlap_pct, 0)] if ready else []),
              f(r.ratio), r.nwrong, "SLOWER" if r.slower else ""] for r in rows]
     out = [tabulate(body, headers=["collective", "bytes", "dtype", "group_ranks", "calls", "time_us", "busbw",
-                                   "trace_us", *(["ready_us", "overlap%"] if ready else []), "x trace", "#wrong", ""],
+                                   *(["ready_us"] if kernels else []), "trace_us",
+                                   *(["trace_ready", "overlap%"] if ready else []), "x trace", "#wrong", ""],
                     tablefmt="plain", disable_numparse=True)]
+    if kernels:
+        out.append("# time_us: each call's time here, as bench times one; ready_us: its kernels here once its last "
+                   "rank had started them (profiled passes)")
     if ready:
-        out.append("# trace_us: the job's whole time per call; ready_us: once its last rank had started it (the "
-                   "ratio's base); overlap%: the share of it that the job's other kernels ran beside it")
+        out.append("# trace_us: the job's whole time per call; trace_ready: once its last rank had started it; "
+                   "overlap%: the share of it that the job's other kernels ran beside it; x trace: ready_us over "
+                   "trace_ready where both are known, else time_us over the job's time")
     here = f"{f(seq['here_median_us'])} us (quartiles {f(seq['here_p25_us'])}..{f(seq['here_p75_us'])})"
     trace = (f"{f(seq['trace_us'])} us" + (" (its calls' ready times)" if seq["trace_of"] == "ready_us" else "")
-             if seq["trace_us"] else "not known (no durations in the trace)")
+             if seq["trace_us"] else str(seq["trace_of"]) if seq["trace_of"] and seq["trace_of"].startswith("not ")
+             else "not known (no durations in the trace)")
+    if seq.get("here_ready_us") is not None:
+        here += f", its kernels' ready times {f(seq['here_ready_us'])} us"
     out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"
-               + (f"; {seq['ratio']:.2f} x" if seq["ratio"] else ""))
+               + (f"; {seq['ratio']:.2f} x" + (" (ready over ready)" if seq.get("ratio_of") == "ready" else "")
+                  if seq["ratio"] else ""))
     wrong = sum(r.nwrong for r in rows)
     out.append(f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}")
     for r in bad:

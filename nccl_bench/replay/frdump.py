@@ -22,12 +22,14 @@ import io
 import math
 import pickle
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.frgroups import (MAX_RANKS, configs_of, rooted_and_split, show, window_and_stop,
                                          workload)
+from nccl_bench.replay.groupnames import Listed, joined
 from nccl_bench.replay.workload import Op, Workload
 
 DTYPES = {"Float": "float32", "BFloat16": "bfloat16", "Half": "float16", "Double": "float64", "Int": "int32",
@@ -40,8 +42,9 @@ NAMES = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_reduce_barr
          "reduce_scatter_base": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
          "broadcast": "broadcast", "reduce": "reduce", "all_to_all": "alltoall", "alltoall": "alltoall",
          "alltoall_base": "alltoall", "all_to_all_single": "alltoall", "gather": "gather", "scatter": "scatter",
-         "send": "send", "recv": "recv"}
+         "all_to_allv": "alltoall", "send": "send", "recv": "recv"}
 COALESCED = "_coalesced"
+UNDEFINED = "UNKNOWN_SCALAR"
 RANK_IN_NAME = re.compile(r"(\d+)(\.(pkl|pickle|json))?$")
 PEERS = {"send": re.compile(r"(\d+)\s*->\s*(\d+)"), "recv": re.compile(r"(\d+)\s*<-\s*(\d+)")}
 ELEMENTS_MAX = 1 << 40  # elements one call declares, at most (a size past it is no real job's)
@@ -168,7 +171,10 @@ def _op(entry: dict) -> tuple[Op | None, str | None]:
     name = NAMES.get(base[:-len(COALESCED)] if coalesced else base)
     if name is None:
         return None, f"{pname or '(unnamed)'}: no replay for this call"
-    dtypes = list(entry.get("input_dtypes") or []) + list(entry.get("output_dtypes") or [])
+    # NCCL's recorder writes an undefined tensor (a gather's output and a scatter's input off the root) as
+    # [0] of UNKNOWN_SCALAR: no dtype of the call
+    dtypes = [d for d in list(entry.get("input_dtypes") or []) + list(entry.get("output_dtypes") or [])
+              if d != UNDEFINED]
     in_n, out_n = entry["_in"], entry["_out"]
     if base.startswith("barrier") or base == "all_reduce_barrier" or (name == "all_reduce" and not dtypes):
         in_n = out_n = 1  # a barrier is NCCL's one-element all_reduce
@@ -196,6 +202,7 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
     in order within the window every member holds, gather and scatter made whole on every rank of the group."""
     dumps: dict[int, tuple[Path, list[dict]]] = {}
     configs: dict[str, tuple[list[int], int, str]] = {}  # group -> (ranks, which rank said so, desc)
+    listed: Listed = {}  # rank -> the groups its dump lists, in the order it made them
     meta = {"fr_version": set(), "comm_lib_version": set(), "backends": set()}
     unread: list[str] = []  # --allow-missing-ranks: files passed over, each with why
     read = 0  # entries over the dumps so far
@@ -210,12 +217,14 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
                 raise
             unread.append(f"rank {r}'s dump cannot be read ({e})")
             continue
-        configs_of(p, r, doc, configs)
+        listed[r] = configs_of(p, r, doc, configs)
         read += len(doc["entries"])
         if read > MAX_ENTRIES_ALL:
             raise UsageError(f"{p}: the dumps hold more than {MAX_ENTRIES_ALL} entries together: replay a step's "
                              "dumps, not a whole run's")
         dumps[r] = (p, _entries(p, doc))
+        descs = {e["_group"]: e["_desc"] for e in dumps[r][1]}  # a hashed group's config has no description
+        listed[r] = [(key, ranks, descs.get(key) or desc) for key, ranks, desc in listed[r]]
         meta["fr_version"].add(str(doc.get("version")))
         if doc.get("comm_lib_version"):
             meta["comm_lib_version"].add(str(doc["comm_lib_version"]))
@@ -224,7 +233,9 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
         del doc
     if not dumps:
         raise UsageError(f"{paths[0]}: no dump could be read ({'; '.join(unread[:2])})")
+    configs, joins = _one_name_per_group(dumps, listed, configs)
     wl = workload(paths, dumps, configs, allow_missing)
+    wl.notes += joins
     wl.notes += [f"{u}: its groups are left out (--allow-missing-ranks)" for u in unread]
     if unread:  # a group whose ranks the dumps do not record (gloo's) may have had an unread rank in it
         unknown = [g.label() for k, g in wl.groups.items() if k not in configs]
@@ -245,12 +256,33 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
     return wl
 
 
+def _is_marker(e: dict) -> bool:
+    """NCCL's record that closes a coalesced group ("nccl:coalesced"): the group's time, not a call of its own."""
+    return str(e.get("profiling_name") or "").split(":", 1)[-1].strip().lstrip("_") == "coalesced"
+
+
+def _one_name_per_group(dumps: dict, listed: Listed, configs: dict) -> tuple[dict, list[str]]:
+    """Each group under one name in every rank's entries (nccl_bench.replay.groupnames): the configs left, and a note
+    for each group its ranks named apart."""
+    rename, joins = joined(listed)
+    for _, es in dumps.values():
+        for e in es:
+            e["_group"] = rename.get(e["_group"], e["_group"])
+    return {k: v for k, v in configs.items() if k not in rename}, joins
+
+
 def _rank_ops(wl: Workload, r: int, es: list[dict], cut: dict) -> list[Op]:
+    """A rank's calls in order. The transfers of a batch_isend_irecv are recorded one by one ("scheduled", no
+    duration), then closed by a marker with the group's p2p number and duration: they become one batch."""
+    closed = {(e["_group"], e.get("p2p_seq_id")): e.get("duration_ms") for e in es if _is_marker(e)}
     out = []
     for e in sorted(es, key=lambda e: e.get("record_id") or 0):
-        if e["_group"] not in wl.groups:
+        if e["_group"] not in wl.groups or _is_marker(e):
             continue
         op, why = _op(e)
+        if op is not None and op.collective in PEERS and (op.group, op.seq) in closed:
+            ms = closed[(op.group, op.seq)]
+            op = replace(op, batch=op.seq, duration_us=float(ms) * 1e3 if ms is not None else None)
         if op is None:
             wl.skipped.append(f"rank {r}: {why}")
             continue

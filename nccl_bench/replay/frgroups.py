@@ -38,8 +38,11 @@ def show(v) -> str:
         return f"a {type(v).__name__}"
 
 
-def configs_of(p: Path, r: int, doc: dict, configs: dict) -> None:
+def configs_of(p: Path, r: int, doc: dict, configs: dict) -> list[tuple[str, tuple[int, ...], str]]:
+    """The groups this rank's dump lists with their ranks, into `configs` (checked against the other dumps'), and
+    returned as (name, ranks, desc) in the order the rank made them."""
     pg_config = doc.get("pg_config") or {}
+    listed = []
     if not isinstance(pg_config, dict):
         raise UsageError(f"{p}: 'pg_config' is {type(pg_config).__name__}, not the job's groups")
     for key, cfg in pg_config.items():
@@ -54,6 +57,8 @@ def configs_of(p: Path, r: int, doc: dict, configs: dict) -> None:
         if seen[0] != ranks:
             raise UsageError(f"{p}: group {key} has ranks {ranks[:16]}, but rank {seen[1]}'s dump says "
                              f"{seen[0][:16]}: the dumps disagree on a group")
+        listed.append((str(key), tuple(ranks), str(cfg.get("desc") or "")))
+    return listed
 
 
 def workload(paths, dumps: dict, configs: dict, allow_missing: bool) -> Workload:
@@ -114,14 +119,15 @@ def _made_whole(coll: str, mine: dict[int, Op], ranks: tuple[int, ...], n: int):
             return None, "an all_to_all with uneven splits: the Flight Recorder records no split sizes (a profiler " \
                          "trace does)"
         return mine, None
-    side = "out_count" if coll == "gather" else "in_count"
-    roots = [r for r, o in mine.items() if getattr(o, side)]
+    # the root records its own tensor and the list of n on its two sides (which side holds which differs
+    # between backends: NCCL writes a scatter's list as its output); every other rank, one side only
+    roots = [r for r, o in mine.items() if o.in_count and o.out_count]
     if len(roots) != 1 or len(mine) != n:
         return None, f"a {coll} whose root's record is not among the dumps"
     root = roots[0]
-    chunk = mine[root].in_count if coll == "gather" else mine[root].out_count
-    if getattr(mine[root], side) != chunk * n:
-        return None, f"a {coll} of uneven sizes ({getattr(mine[root], side)} elements over {n} ranks)"
+    chunk, whole = sorted((mine[root].in_count, mine[root].out_count))
+    if whole != chunk * n:
+        return None, f"a {coll} of uneven sizes ({whole} elements over {n} ranks)"
     in_n, out_n = (chunk, chunk * n) if coll == "gather" else (chunk * n, chunk)
     return {r: replace(o, in_count=in_n, out_count=out_n, root=ranks.index(root)) for r, o in mine.items()}, None
 

@@ -22,11 +22,13 @@ from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.replay.capped_read import load_json, read_capped
-from nccl_bench.replay.workload import Group, Op, Workload
+from nccl_bench.replay.workload import P2P, Group, Op, Workload
 from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES
-from nccl_bench.replay.frgroups import ranks_list
+from nccl_bench.replay.frgroups import MAX_RANKS, ranks_list
+from nccl_bench.replay.groupnames import Listed, joined
 
 EVENT = "record_param_comms"
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 def is_trace(doc) -> bool:
@@ -53,6 +55,7 @@ def read(paths: list[Path]) -> Workload:
     wl = Workload(nranks=0, groups=groups, ranks={}, source="profiler trace", files=[])
     spans: dict[int, list] = {}  # rank -> each call's kernel (start, end), in its sequence's order
     first_file: dict[int, Path] = {}
+    listed: Listed = {}  # rank -> the groups its trace lists, in the order it made them
     gpus = 0
     for p in paths:
         doc = load_trace(p)
@@ -66,10 +69,14 @@ def read(paths: list[Path]) -> Workload:
         wl.origin[r] = str(p)
         wl.files.append(str(p))
         wl.nranks = max(wl.nranks, _int(info.get("world_size"), p, "distributedInfo.world_size"), r + 1)
+        listed[r] = []
         for cfg in info.get("pg_config") or []:
             if not isinstance(cfg, dict):
                 raise UsageError(f"{p}: distributedInfo.pg_config holds {type(cfg).__name__}, not a group")
-            _group(groups, said, p, r, str(cfg.get("pg_name")), ranks_list(cfg.get("ranks")), str(cfg.get("pg_desc") or ""))
+            name, ranks, desc = str(cfg.get("pg_name")), ranks_list(cfg.get("ranks")), str(cfg.get("pg_desc") or "")
+            _group(groups, said, p, r, name, ranks, desc)
+            if ranks:
+                listed[r].append((name, tuple(ranks), desc))
         try:
             wl.ranks[r], spans[r] = _rank_calls(wl, groups, said, p, r, doc)
         except (TypeError, ValueError, KeyError, AttributeError) as e:  # an event's fields not what a trace has
@@ -77,6 +84,11 @@ def read(paths: list[Path]) -> Workload:
         gpus = max(gpus, len(doc.get("deviceProperties") or []))
         del doc
     wl.files.sort()
+    rename, joins = joined(listed)
+    wl.notes += joins
+    wl.ranks = {r: [replace(op, group=rename.get(op.group, op.group)) for op in ops] for r, ops in wl.ranks.items()}
+    for name in rename:
+        groups.pop(name, None)
     if not any(wl.ranks.values()):
         raise UsageError(f"{paths[0]}: the profiler trace holds no NCCL collective ({EVENT} events)")
     if 0 < wl.nranks <= gpus and len(first_file) == wl.nranks:  # one node: one clock for every trace
@@ -84,6 +96,8 @@ def read(paths: list[Path]) -> Workload:
     else:
         wl.notes.append("ready times not taken: the traces may come from several nodes (several clocks)")
     wl.groups = {k: g for k, g in groups.items() if any(op.group == k for ops in wl.ranks.values() for op in ops)}
+    if 0 < gpus < wl.nranks:  # more ranks than a node's GPUs (each trace lists its node's): several nodes
+        wl.place(gpus, f"{wl.nranks} ranks and {gpus} GPUs a node in the traces, ranks placed in order")
     _split_tables(wl)
     return wl
 
@@ -139,19 +153,28 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
               and "Collective name" in e["args"]]
     cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
     kernels: dict[tuple, list[dict]] = {}
+    by_id: dict[int, dict] = {}  # a kernel carries its call's "External id"
     for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
         kernels.setdefault(_key(k["args"]), []).append(k)
+        if isinstance(k["args"].get("External id"), int):
+            by_id.setdefault(k["args"]["External id"], k)
     busy = _union([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in doc["traceEvents"]
                    if isinstance(e, dict) and e.get("cat") == "kernel"
                    and "Collective name" not in (e.get("args") or {})])
     used: dict[tuple, int] = {}
     ops, spans = [], []
+    run: list[int] = []  # the transfers since the last other event: one batch (batch_isend_irecv) where several
+    batches = 0
     for e in cpu:
         a = e["args"]
         key = str(a.get("Process Group Name", ""))
         _group(groups, said, p, r, key, ranks_list(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
         name, raw = _call(a)
-        if name is None or name in ("send", "recv"):  # a transfer's peer is not in these args
+        if name is None or name not in P2P or (run and ops[run[-1]].group != key):
+            batches += _close(ops, run, batches)
+        if raw == "wait":  # a work's wait(): not a call
+            continue
+        if name is None:
             wl.skipped.append(f"rank {r}: {raw or '(unnamed)'}: no replay for this call from a profiler trace")
             continue
         dtype = DTYPES.get(str(a.get("dtype")))
@@ -162,15 +185,40 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
         if raw.startswith("barrier"):
             in_n = out_n = 1
         i = used[_key(a)] = used.get(_key(a), -1) + 1
-        k = kernels.get(_key(a), [])
-        k = k[i] if i < len(k) else None
+        k = by_id.get(a.get("External id")) if by_id else None
+        if k is None and not by_id:  # an older trace: the i-th kernel of the same group and call
+            k = kernels.get(_key(a), [])
+            k = k[i] if i < len(k) else None
         span = (float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None
         row = _split_row(a) if name == "alltoall" else None  # what this rank sends each peer, where recorded
-        ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i,
+        # "Rank" is the root of a rooted call and the other end of a transfer, in group ranks
+        other = _rank_arg(a, "Dst Rank" if name == "send" else "Src Rank" if name == "recv" else "Rank")
+        if name in P2P:
+            in_n, out_n = (in_n, 0) if name == "send" else (0, out_n or in_n)
+            run.append(len(ops))
+        ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i, root=other if name in ROOTED and other else 0,
+                      peer=other if name in P2P else None,
                       duration_us=float(k.get("dur", 0.0)) if k else None,
                       overlap=_overlapped(busy, *span) if span else None, splits=(row,) if row else None))
         spans.append(span)
+    _close(ops, run, batches)
     return ops, spans
+
+
+def _close(ops: list[Op], run: list[int], number: int) -> int:
+    """Several transfers of one group with no other event between them were launched together (a batch_isend_irecv):
+    mark them one batch. Empties `run`; 1 where a batch was made."""
+    made = len(run) > 1
+    if made:
+        for i in run:
+            ops[i] = replace(ops[i], batch=number)
+    run.clear()
+    return int(made)
+
+
+def _rank_arg(args: dict, field: str) -> int | None:
+    v = args.get(field, args.get("Rank"))
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_RANKS else None
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -201,7 +249,8 @@ def _ready(wl: Workload, spans: dict[int, list]) -> None:
     for r, ops in wl.ranks.items():
         seen: dict[tuple, int] = {}
         for i, op in enumerate(ops):
-            k = (op.group, op.collective, op.in_count, op.out_count)
+            # an uneven all_to_all has a different size on each rank: the j-th uneven one of the group is one call
+            k = (op.group, op.collective) + (("uneven",) if op.splits is not None else (op.in_count, op.out_count))
             j = seen[k] = seen.get(k, -1) + 1
             nth.setdefault((*k, j), []).append((r, i))
     for k, at in nth.items():

@@ -58,19 +58,33 @@ class ReplayRow:
     trace_ready_p25_us: float | None = None
     trace_ready_p75_us: float | None = None
     trace_overlap_pct: float | None = None  # the share of the call that other kernels ran beside it
+    # the replay's own kernels, measured as the job's ready time is: each call's kernel end less the latest
+    # kernel start over the group's ranks (profiled passes on GPU)
+    ready_us: float | None = None
+    ready_p25_us: float | None = None
+    ready_p75_us: float | None = None
+    crossed_network: bool = False  # its group spanned nodes in the job: no ratio against the job's times
     ratio_of: str | None = None  # "trace_ready" or "trace": what the ratio is taken against
     ratio: float | None = None
     slower: bool = False  # its lower quartile above the trace's upper one
 
     def judge(self) -> None:
-        """The ratio against the job's time once every rank had started the call where the trace has it (its
-        kernels), else against the job's whole durations (which include waiting for a late peer)."""
-        ready = self.trace_ready_us is not None
-        base, upper = ((self.trace_ready_us, self.trace_ready_p75_us) if ready
-                       else (self.trace_time_us, self.trace_p75_us))
-        self.ratio_of = ("trace_ready" if ready else "trace") if base else None
-        self.ratio = self.time_us / base if self.time_us and base else None
-        self.slower = bool(self.ratio and self.time_p25_us > upper)
+        """Like against like: where the job's trace has its ready time and the replay its kernels, the replay's ready
+        time over the job's; else the per-call time against the job's ready time, else against its whole
+        durations (which include waiting for a late peer)."""
+        if self.trace_ready_us is not None and self.ready_us is not None:
+            here, low, base, upper, self.ratio_of = (self.ready_us, self.ready_p25_us, self.trace_ready_us,
+                                                     self.trace_ready_p75_us, "ready")
+        elif self.trace_ready_us is not None:
+            here, low, base, upper, self.ratio_of = (self.time_us, self.time_p25_us, self.trace_ready_us,
+                                                     self.trace_ready_p75_us, "trace_ready")
+        else:
+            here, low, base, upper, self.ratio_of = (self.time_us, self.time_p25_us, self.trace_time_us,
+                                                     self.trace_p75_us, "trace")
+        if not base or self.crossed_network:
+            base, self.ratio_of = None, None
+        self.ratio = here / base if here and base else None
+        self.slower = bool(self.ratio and low > upper)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,17 +97,18 @@ def fold(wl: Workload, outs: list[dict]) -> tuple[list[ReplayRow], dict]:
     for r, ops in wl.ranks.items():
         for i, op in enumerate(ops):
             occurrences.setdefault(row_key(op, wl, r), {}).setdefault(r, []).append(i)
-    rows = [_row(wl, by_rank, key, per_rank) for key, per_rank in occurrences.items()]
-    rows.sort(key=lambda r: (-(r.time_us or 0) * r.calls))
-    return rows, sequence(wl, by_rank)
+    made = {key: _row(wl, by_rank, key, per_rank) for key, per_rank in occurrences.items()}
+    rows = sorted(made.values(), key=lambda r: (-(r.time_us or 0) * r.calls))
+    return rows, sequence(wl, by_rank, {r: [made[row_key(op, wl, r)] for op in ops] for r, ops in wl.ranks.items()})
 
 
 def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]) -> ReplayRow:
     collective, nbytes, dtype, group, ranks = key
     calls = max(len(ix) for ix in per_rank.values())
-    here, trace, ready, overlap = [], [], [], []
+    here, trace, ready, overlap, kernels = [], [], [], [], []
     for j in range(calls):
         at = [(r, ix[j]) for r, ix in per_rank.items() if j < len(ix)]
+        kernels += _ready_here(by_rank, at)
         for p in range(min(len(by_rank[r]["times"]) for r, _ in at)):
             here.append(sum(by_rank[r]["times"][p][i] for r, i in at) / len(at))
         for into, field in ((trace, "duration_us"), (ready, "ready_us"), (overlap, "overlap")):
@@ -107,18 +122,36 @@ def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]
                     _us(_q(here, 0.75)), algbw, None if algbw is None else algbw * factor,
                     sum(by_rank[r]["wrong"][i] or 0 for r, ix in per_rank.items() for i in ix),
                     _q(trace, 0.5), _q(trace, 0.25), _q(trace, 0.75), len(here),
-                    _q(ready, 0.5), _q(ready, 0.25), _q(ready, 0.75), None if not overlap else 100 * _q(overlap, 0.5))
+                    _q(ready, 0.5), _q(ready, 0.25), _q(ready, 0.75), None if not overlap else 100 * _q(overlap, 0.5),
+                    _q(kernels, 0.5), _q(kernels, 0.25), _q(kernels, 0.75))
+    row.crossed_network = group in wl.crossed
     row.judge()
     return row
+
+
+def _ready_here(by_rank: dict, at: list[tuple[int, int]]) -> list[float]:
+    """One call's ready time in the replay, per profiled pass: its kernels' end on each of its ranks less the latest
+    start over them, averaged over the ranks (microseconds), where every rank saw its kernels."""
+    out = []
+    spans = [by_rank[r].get("kernels") for r, _ in at]
+    if not all(spans):
+        return out
+    for p in range(min(len(s[i]) for s, (_, i) in zip(spans, at))):
+        got = [s[i][p] for s, (_, i) in zip(spans, at)]
+        if all(g is not None for g in got):
+            last = max(a for a, _ in got)
+            out.append(sum(max(b - last, 0.0) for _, b in got) / len(got))
+    return out
 
 
 def _us(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e6
 
 
-def sequence(wl: Workload, by_rank: dict) -> dict:
-    """The whole sequence per pass: the slowest rank's sum of its call times, here and in the trace
-    (the job's compute between calls is not replayed, so neither side counts it)."""
+def sequence(wl: Workload, by_rank: dict, rows_of: dict[int, list[ReplayRow]] | None = None) -> dict:
+    """The whole sequence per pass: the slowest rank's sum of its call times, here and in the trace (the job's
+    compute between calls is not replayed, so neither side counts it). Where the trace has ready times and the
+    replay its kernels, the ratio is of ready times on both sides (each call here at its row's median)."""
     passes = min((len(o["times"]) for o in by_rank.values()), default=0)
     here = [max(sum(o["times"][p]) for o in by_rank.values()) * 1e6 for p in range(passes)]
     trace, of = None, None
@@ -126,9 +159,16 @@ def sequence(wl: Workload, by_rank: dict) -> dict:
         if wl.ranks and all(getattr(op, field) is not None for ops in wl.ranks.values() for op in ops):
             trace, of = max(sum(getattr(op, field) for op in ops) for ops in wl.ranks.values()), field
             break
+    ready_here = None
+    if rows_of and all(row.ready_us is not None for rows in rows_of.values() for row in rows):
+        ready_here = max(sum(row.ready_us for row in rows) for rows in rows_of.values())
+    base = ready_here if of == "ready_us" and ready_here else _q(here, 0.5)
+    if wl.crossed:  # part of the job's sequence crossed a network: the whole does not compare with this node's
+        trace, of = None, "not compared: groups of the job crossed a network"
     return {"here_us": here, "here_median_us": _q(here, 0.5), "here_p25_us": _q(here, 0.25),
-            "here_p75_us": _q(here, 0.75), "trace_us": trace, "trace_of": of,
-            "ratio": _q(here, 0.5) / trace if trace and here else None}
+            "here_p75_us": _q(here, 0.75), "here_ready_us": ready_here, "trace_us": trace, "trace_of": of,
+            "ratio_of": "ready" if base is ready_here and ready_here else "time",
+            "ratio": base / trace if trace and base else None}
 
 
 def verdict(rows: list[ReplayRow], max_slowdown: float | None) -> list[ReplayRow]:

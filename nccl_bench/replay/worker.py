@@ -6,10 +6,10 @@ order on every rank. Then, as bench does for a size:
 1. one checked pass: each call's inputs filled as bench fills them (datacheck), the call run and waited
    for, and every element of its result compared with the exactly predictable value;
 2. `warmup` untimed passes of the whole sequence;
-3. `iters` timed passes, the ranks lined up by a barrier before each. On GPU a CUDA event before and
-   after each call on the one stream, read once the pass is done (the call's time, as the Flight
-   Recorder's start and end events time it in the job); on CPU the wall clock around each call, waited
-   for.
+3. `iters` timed passes, each timed as bench times a call (PassTimer): on GPU the ranks line up once per
+   pass, on the GPU; the whole pass is enqueued behind a short hold, so no call waits on the host; one CUDA
+   event between calls. On CPU the wall clock around each call, waited for.
+The transfers of one batch (batch_isend_irecv) are one launch, one NCCL group, as the job made them.
 Buffers: one send and one receive buffer per dtype, as large as the largest call of that dtype, each
 call on views of them (the sequence runs in order, so none overlaps another). The timings and wrong
 counts of every rank go to rank 0 through the job store; nccl_bench.replay.rows folds them.
@@ -17,6 +17,7 @@ counts of every rank go to rank 0 through the job store; nccl_bench.replay.rows 
 from __future__ import annotations
 
 import contextlib
+import time
 
 from nccl_bench.comm import InitPlan
 from nccl_bench.comm.lifetime import communicator, subcommunicators
@@ -27,11 +28,11 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
 from nccl_bench.measure.collectives import Move, Segment
 from nccl_bench.measure.datacheck import count_wrong, fill
-from nccl_bench.measure.timing import time_each
 from nccl_bench.replay.workload import P2P, Op, Workload
 
 SUM = "sum"  # a trace that records no reduction is replayed as sum
 MAX_RAN = 20_000  # calls per rank kept in the result's record of what ran (a Flight Recorder keeps 2,000)
+PROFILED = 3  # passes run under the profiler, after the timed ones, for each call's kernel times
 
 
 def _plan(job, store, nranks: int, rank: int, namespace: str, opts) -> InitPlan:
@@ -40,17 +41,26 @@ def _plan(job, store, nranks: int, rank: int, namespace: str, opts) -> InitPlan:
 
 
 class Call:
-    """One op of this rank's sequence, bound to its communicator: layout, arguments, check."""
+    """One launch of this rank's sequence, bound to its communicator: a call, or the transfers of one batch
+    (batch_isend_irecv) as one NCCL group; layout, arguments, check, and its launcher once prepared."""
 
-    def __init__(self, op: Op, comm, group_size: int):
-        self.op, self.comm = op, comm
-        n, r = group_size, comm.rank
+    def __init__(self, ops: list[Op], comm, group_size: int):
+        self.ops, self.comm, self.launcher = ops, comm, None
+        op, n, r = ops[0], group_size, comm.rank
         if op.collective in P2P:
-            count = op.in_count or op.out_count
-            move = Move(op.collective, op.peer, 0, count)
-            self.send_n, self.recv_n = (count, 0) if op.collective == "send" else (0, count)
-            self.method, self.args = "exchange", {"rounds": ((move,),)}
-            self.segments = [Segment(0, count, op.peer)] if op.collective == "recv" else []
+            # every send of a batch reads the front of the send buffer, so the receiver knows where its elements
+            # came from; each receive lands after the one before it
+            moves, self.segments, at = [], [], 0
+            for o in ops:
+                count = o.in_count or o.out_count
+                if o.collective == "send":
+                    moves.append(Move("send", o.peer, 0, count))
+                else:
+                    moves.append(Move("recv", o.peer, at, count))
+                    self.segments.append(Segment(at, count, o.peer))
+                    at += count
+            self.send_n, self.recv_n = max((m.length for m in moves if m.op == "send"), default=0), at
+            self.method, self.args = "exchange", {"rounds": (tuple(moves),)}
             self.reduction = SUM
         elif op.splits is not None:  # an all-to-all with uneven splits: its rounds, from the whole group's table
             counts = [list(row) for row in op.splits]
@@ -68,20 +78,37 @@ class Call:
             self.segments = coll.segments(lay, r, n, op.root)
         self.nranks = n
 
+    def same_as(self, other: "Call") -> bool:
+        """The same launch: communicator, call, sizes, dtype and arguments."""
+        return (self.comm is other.comm and self.method == other.method and self.ops[0].dtype == other.ops[0].dtype
+                and (self.send_n, self.recv_n) == (other.send_n, other.recv_n) and self.args == other.args)
+
     def views(self, send_buf, recv_buf):
         """This call's buffers: the front of its dtype's two (a transfer's unused side keeps one element)."""
         return send_buf[:max(self.send_n, 1)], recv_buf[:max(self.recv_n, 1)]
 
-    def launch(self, send_buf, recv_buf, stream) -> None:
-        self.comm.prepare(self.method, *self.views(send_buf, recv_buf), stream=stream, **self.args)()
+    def prepare(self, send_buf, recv_buf, stream) -> None:
+        """The launch resolved once (pointers, counts, stream), as bench's timed loop resolves it."""
+        self.launcher = self.comm.prepare(self.method, *self.views(send_buf, recv_buf), stream=stream, **self.args)
 
-    def check(self, send_buf, recv_buf, stream, deadline: Deadline) -> int:
+    def check(self, send_buf, recv_buf, deadline: Deadline) -> int:
         send, recv = self.views(send_buf, recv_buf)
         recv.zero_()  # inputs are >= 1: a result never written shows up as wrong
         fill(send, self.comm.rank, self.reduction, self.nranks)
-        self.launch(send_buf, recv_buf, stream)
-        self.comm.wait(deadline, self.op.collective)
+        self.launcher()
+        self.comm.wait(deadline, self.ops[0].collective)
         return count_wrong(recv, self.segments, self.reduction, self.nranks)
+
+
+def launches(ops: list[Op]) -> list[list[Op]]:
+    """The rank's calls as launched: one each, and the transfers of one batch together."""
+    out: list[list[Op]] = []
+    for op in ops:
+        if op.batch is not None and out and out[-1][0].batch == op.batch and out[-1][0].group == op.group:
+            out[-1].append(op)
+        else:
+            out.append([op])
+    return out
 
 
 def worker(opts, workload: Workload):
@@ -90,7 +117,10 @@ def worker(opts, workload: Workload):
         import torch
         wl = workload.fit(job.nranks)
         mine = wl.ranks.get(job.rank, [])
-        keys = sorted(wl.groups)  # one order on every rank: the splits are collective
+        # one order on every rank: the splits are collective. A group of the whole world in its order runs on the
+        # world communicator itself, as a job's default group is no split (a split child can get fewer channels)
+        world_keys = [k for k in sorted(wl.groups) if list(wl.groups[k].ranks) == list(range(job.nranks))]
+        keys = [k for k in sorted(wl.groups) if k not in world_keys]
         ranks = [list(wl.groups[k].ranks) for k in keys]
         deadline = Deadline(opts.job.timeout)  # for the inits; each pass and check gets its own
         world_plan = _plan(job, job.store, job.nranks, job.rank, "replay", opts)
@@ -103,41 +133,52 @@ def worker(opts, workload: Workload):
         out = {"rank": job.rank, "times": [], "wrong": [], "ran": []}
         with communicator(opts.job.backend, world_plan, deadline) as world, \
                 subcommunicators(world, opts.job.backend, ranks, plan_for, deadline) as subs:
-            comms = {keys[i]: c for i, c in subs.items()}
-            calls = [Call(op, comms[op.group], len(wl.groups[op.group].ranks)) for op in mine]
+            comms = {keys[i]: c for i, c in subs.items()} | {k: world for k in world_keys}
+            calls = [Call(unit, comms[unit[0].group], len(wl.groups[unit[0].group].ranks)) for unit in launches(mine)]
             # what this rank runs, as launched: the record that the replay is the job's sequence
             out["ran"] = [[op.collective, c.send_n, c.recv_n, op.dtype, list(wl.groups[op.group].ranks)]
-                          for c, op in zip(calls, mine)][:MAX_RAN]
+                          for c in calls for op in c.ops][:MAX_RAN]
             dev = world.device
             stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
-            bufs = _buffers(world, calls, mine)
+            bufs = _buffers(world, calls)
             ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
             with ctx, Heartbeat("replay", enabled=job.rank == 0) as said:
+                for c in calls:
+                    c.prepare(*bufs[c.ops[0].dtype], stream)
                 said.now = f"checking {len(calls)} calls"
                 with markers.span("replay check"):
-                    out["wrong"] = [c.check(*bufs[op.dtype], stream, Deadline(opts.job.timeout))
-                                    for c, op in zip(calls, mine)]
+                    wrong = [c.check(*bufs[c.ops[0].dtype], Deadline(opts.job.timeout)) for c in calls]
+                out["wrong"] = [w if k == 0 else 0 for c, w in zip(calls, wrong) for k in range(len(c.ops))]
+                passes = PassTimer(world, calls, stream)
                 for k in range(opts.warmup):
                     said.now = f"warm-up pass {k + 1}/{opts.warmup}"
                     job.store.barrier(f"replay/warm{k}", timeout=opts.job.timeout)
-                    _pass(calls, mine, bufs, stream, Deadline(opts.job.timeout), timed=False)
+                    passes.run(Deadline(opts.job.timeout), timed=False)
+                passes.agree_hold(Deadline(opts.job.timeout))
                 for k in range(opts.iters):
                     said.now = f"timed pass {k + 1}/{opts.iters}"
                     job.store.barrier(f"replay/rep{k}", timeout=opts.job.timeout)
                     with markers.span("replay pass", rep=k):
-                        out["times"].append(_pass(calls, mine, bufs, stream, Deadline(opts.job.timeout), timed=True))
+                        times = passes.run(Deadline(opts.job.timeout), timed=True)
+                    out["times"].append([t for c, t in zip(calls, times) for _ in c.ops])  # a batch's time is each's
+                if stream is not None and opts.iters:
+                    said.now = "profiled passes (each call's kernels)"
+                    spans = kernel_spans(passes, calls, Deadline(opts.job.timeout), min(PROFILED, opts.iters),
+                                         lambda k: job.store.barrier(f"replay/prof{k}", timeout=opts.job.timeout))
+                    out["kernels"] = [[span[i] for span in spans] for i, c in enumerate(calls) for _ in c.ops]
+                del passes
             del bufs
         return out
     return run
 
 
-def _buffers(world, calls: list[Call], ops: list[Op]) -> dict:
+def _buffers(world, calls: list[Call]) -> dict:
     """dtype -> (send, recv) as large as its largest call's."""
     import torch
     need: dict[str, list[int]] = {}
-    for c, op in zip(calls, ops):
-        s, r = need.setdefault(op.dtype, [1, 1])
-        need[op.dtype] = [max(s, c.send_n), max(r, c.recv_n)]
+    for c in calls:
+        s, r = need.setdefault(c.ops[0].dtype, [1, 1])
+        need[c.ops[0].dtype] = [max(s, c.send_n), max(r, c.recv_n)]
     total = sum((s + r) * torch.empty((), dtype=getattr(torch, d)).element_size() for d, (s, r) in need.items())
     if world.device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(world.device)
@@ -147,23 +188,142 @@ def _buffers(world, calls: list[Call], ops: list[Op]) -> dict:
     return {d: (world.alloc(s, getattr(torch, d)), world.alloc(r, getattr(torch, d))) for d, (s, r) in need.items()}
 
 
-def _pass(calls, ops, bufs, stream, deadline: Deadline, timed: bool) -> list[float]:
-    """One run of the sequence; with `timed`, each call's seconds (nccl_bench.measure.timing.time_each)."""
-    launches = [lambda c=c, op=op: c.launch(*bufs[op.dtype], stream) for c, op in zip(calls, ops)]
+class PassTimer:
+    """One pass of the sequence, each launch timed as bench times one: on GPU the whole pass is enqueued before the
+    GPU starts it, so no launch waits on the host between calls (bench's loop keeps the GPU ahead the same way).
+    The ranks line up on the GPU (a one-element all_reduce over the world), then the stream is held by a GPU sleep
+    long enough for the host to enqueue the pass (the same length on every rank, agreed after the warm-up), then
+    one CUDA event between calls, and around a run of one call made back to back (its time shared equally, as
+    bench times its loop of one call). On CPU: the wall clock around each call and its wait (gloo has no other end)."""
 
-    def wait_one(k: int) -> None:
-        calls[k].comm.wait(deadline, ops[k].collective)
+    HOLD_MARGIN = 2.0  # the hold is this many times the slowest rank's enqueue of a pass
+    HOLD_MIN_S = 200e-6
 
-    def wait_all() -> None:
-        for comm in {id(c.comm): c.comm for c in calls}.values():
-            comm.wait(deadline, "replay")
-    if not timed:
-        for k, launch in enumerate(launches):
-            launch()
-            if stream is None:
-                wait_one(k)
-        wait_all()
+    def __init__(self, world, calls: list[Call], stream):
+        self.world, self.calls, self.stream = world, calls, stream
+        # where each run of one call made back to back ends (its index): a run is timed as one stretch and its time
+        # shared equally, as bench times `iters` launches of one call; a call unlike the one before starts a run
+        same = [k > 0 and c.same_as(calls[k - 1]) for k, c in enumerate(calls)]
+        self.run_ends = [k for k in range(len(calls)) if k + 1 == len(calls) or not same[k + 1]]
+        self.enqueue_s, self.hold_cycles = 0.0, 0
         if stream is not None:
-            stream.synchronize()
-        return []
-    return time_each(launches, stream, wait_one, wait_all)
+            import torch
+            self.torch = torch
+            one = world.alloc(1, torch.float32)
+            self.line_up = world.prepare("all_reduce", one, one, op="max", stream=stream)
+            self._one = one
+
+    def agree_hold(self, deadline: Deadline) -> None:
+        """The hold every rank uses: the slowest rank's enqueue time of a pass, with margin, in GPU clock cycles."""
+        if self.stream is None:
+            return
+        torch = self.torch
+        if not self.enqueue_s:
+            self.run(deadline, timed=False)
+        self._one.fill_(self.enqueue_s)
+        self.line_up()
+        self.world.wait(deadline, "replay")
+        slowest = float(self._one.item())
+        self.hold_cycles = int(max(slowest * self.HOLD_MARGIN, self.HOLD_MIN_S) * _cycles_per_s(torch, self.stream))
+
+    def run(self, deadline: Deadline, timed: bool, ranges=None) -> list[float]:
+        """One pass; `ranges` (profiled passes): a context per call, each launch inside its own."""
+        if self.stream is None:
+            return self._run_cpu(deadline, timed)
+        torch, stream = self.torch, self.stream
+        ends = self.run_ends  # an event after each run of the same call, as bench's loop has one after its iterations
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(ends) + 1)] if timed else []
+        self.line_up()
+        if self.hold_cycles:
+            torch.cuda._sleep(self.hold_cycles)
+        t0 = time.perf_counter()
+        if timed:
+            events[0].record(stream)
+        e = 1
+        for k, c in enumerate(self.calls):
+            if ranges:
+                with ranges[k]:
+                    c.launcher()
+            else:
+                c.launcher()
+            if timed and k == ends[e - 1]:
+                events[e].record(stream)
+                e += 1
+        self.enqueue_s = max(self.enqueue_s, time.perf_counter() - t0)
+        for comm in {id(c.comm): c.comm for c in self.calls}.values():
+            comm.wait(deadline, "replay")
+        self.world.wait(deadline, "replay")
+        stream.synchronize()
+        if not timed:
+            return []
+        out, first = [], 0
+        for a, b, last in zip(events, events[1:], ends):
+            out += [a.elapsed_time(b) / 1e3 / (last - first + 1)] * (last - first + 1)
+            first = last + 1
+        return out
+
+    def _run_cpu(self, deadline: Deadline, timed: bool) -> list[float]:
+        out = []
+        for c in self.calls:
+            t0 = time.perf_counter()
+            c.launcher()
+            c.comm.wait(deadline, c.ops[0].collective)
+            out.append(time.perf_counter() - t0)
+        return out if timed else []
+
+
+def _cycles_per_s(torch, stream) -> float:
+    """The GPU's clock as torch.cuda._sleep counts it, measured once (clocks boost: the spec figure is not it)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cycles = 20_000_000
+    start.record(stream)
+    torch.cuda._sleep(cycles)
+    end.record(stream)
+    end.synchronize()
+    return cycles / (start.elapsed_time(end) / 1e3)
+
+
+def kernel_spans(passes: PassTimer, calls: list[Call], deadline: Deadline, n: int, line_up) -> list[list]:
+    """Per profiled pass, each call's kernels as (first start, last end) in microseconds on the node's one clock
+    (CUPTI's, as the job's profiler trace has them), or None where none was seen: what the job's `ready` time is
+    made of, measured the same way. Each launch runs inside a profiler range of its own; the profiler draws the
+    range again on the GPU over the kernels it launched (gpu_user_annotation), and each kernel carries the id of
+    the range it was launched in. One profiler session for every profiled pass: starting one costs seconds."""
+    import json
+    import tempfile
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        # the profiler slows the host's launches: one pass under it first, then a hold agreed for that pace, so that
+        # a call of several kernels (the rounds of an uneven all_to_all) is not stretched by the host
+        line_up(-1)
+        passes.run(deadline, timed=False, ranges=[record_function("replay warm-up") for _ in calls])
+        passes.agree_hold(deadline)
+        for k in range(n):
+            line_up(k)
+            with record_function(f"replay pass {k}"):
+                passes.run(deadline, timed=False, ranges=[record_function(f"replay#{k}#{i}") for i in range(len(calls))])
+            torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/trace.json"
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = [e for e in json.load(f).get("traceEvents", []) if isinstance(e, dict)]
+    out: list[list] = [[None] * len(calls) for _ in range(n)]
+
+    def widen(name: str, e: dict) -> None:
+        k, i = (int(x) for x in name.split("#")[1:3])
+        a, b = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))
+        got = out[k][i]
+        out[k][i] = (a, b) if got is None else (min(got[0], a), max(got[1], b))
+    drawn = [e for e in events if e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith("replay#")]
+    for e in drawn:
+        widen(e["name"], e)
+    if not drawn:  # no range drawn on the GPU: each kernel by the range it was launched in
+        ranges = {e["args"].get("External id"): e["name"] for e in events if e.get("cat") == "user_annotation"
+                  and str(e.get("name", "")).startswith("replay#") and isinstance(e.get("args"), dict)}
+        for e in events:
+            name = ranges.get((e.get("args") or {}).get("External id")) if e.get("cat") == "kernel" else None
+            if name:
+                widen(name, e)
+    return out

@@ -50,6 +50,9 @@ class Op:
     # an all-to-all with uneven splits, where the trace gives them: splits[i][j], the elements group rank i
     # sends group rank j (the whole group's, so that each rank's result can be checked)
     splits: tuple[tuple[int, ...], ...] | None = None
+    # the transfers of one coalesced group (batch_isend_irecv) share this number on their rank: they are launched
+    # as one NCCL group, as the job launched them, and the group's time is each one's
+    batch: int | None = None
 
     @property
     def elt(self) -> int:
@@ -85,6 +88,9 @@ class Workload:
     meta: dict = field(default_factory=dict)  # the job's versions, where the trace has them
     seq_aligned: bool = False  # the calls carry the job's own sequence numbers per group (Flight Recorder)
     origin: dict[int, str] = field(default_factory=dict)  # rank -> the file its calls were read from
+    # the groups whose ranks were on more than one node in the job (a network between them): their rows get no
+    # ratio against the job's times, since a network hop and this node's links do not compare
+    crossed: list[str] = field(default_factory=list)
 
     def file_of(self, rank: int) -> str:
         return self.origin.get(rank) or (self.files[0] if self.files else "?")
@@ -100,6 +106,16 @@ class Workload:
                               f"rank(s) here" for g in gone]
         ranks = {r: [op for op in ops if op.group in keep] for r, ops in self.ranks.items() if r < nranks}
         return replace(self, nranks=nranks, groups=keep, ranks=ranks, notes=notes)
+
+    def place(self, ranks_per_node: int, source: str) -> None:
+        """The job's ranks were `ranks_per_node` to a node, in rank order (torchrun's and srun's placement): the
+        groups that spanned nodes are named, once each."""
+        self.crossed = [k for k, g in self.groups.items() if len({r // ranks_per_node for r in g.ranks}) > 1]
+        if self.crossed:
+            names = ", ".join(self.groups[k].label() for k in self.crossed[:6]) + (" ..." if len(self.crossed) > 6 else "")
+            self.notes.append(f"the job ran {ranks_per_node} rank(s) a node ({source}): {names} crossed a network in "
+                              "the job; their rows get no ratio against the job's times (a network hop and this "
+                              "node's links do not compare)")
 
     def duration_known(self) -> bool:
         return any(op.duration_us is not None for ops in self.ranks.values() for op in ops)
@@ -140,7 +156,8 @@ class Workload:
                 "groups": {k: {"ranks": list(g.ranks), "desc": g.desc} for k, g in self.groups.items()},
                 "ranks": {str(r): [op.to_json() for op in ops] for r, ops in ranks.items()},
                 "notes": self.notes, "skipped": self.skipped, "stopped": self.stopped, "trace_meta": self.meta,
-                "seq_aligned": self.seq_aligned, "origin": {str(r): f for r, f in self.origin.items()}}
+                "seq_aligned": self.seq_aligned, "origin": {str(r): f for r, f in self.origin.items()},
+                "crossed": self.crossed}
 
     @classmethod
     def from_sequence_doc(cls, doc: dict) -> "Workload":
@@ -148,7 +165,8 @@ class Workload:
                    groups={k: Group(k, tuple(g["ranks"]), g["desc"]) for k, g in doc["groups"].items()},
                    ranks={int(r): [Op.from_json(o) for o in ops] for r, ops in doc["ranks"].items()},
                    notes=doc["notes"], skipped=doc["skipped"], stopped=doc["stopped"], meta=doc["trace_meta"],
-                   seq_aligned=doc["seq_aligned"], origin={int(r): f for r, f in doc["origin"].items()})
+                   seq_aligned=doc["seq_aligned"], origin={int(r): f for r, f in doc["origin"].items()},
+                   crossed=doc.get("crossed", []))
 
 
 def check_op(op: Op, group: Group) -> str | None:

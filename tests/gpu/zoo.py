@@ -41,7 +41,10 @@ p = argparse.ArgumentParser()
 p.add_argument("kind", choices=["tp", "pp", "moe", "mesh", "hang"])
 p.add_argument("out")
 p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
-p.add_argument("--steps", type=int, default=3, help="steps before the profiled one")
+p.add_argument("--steps", type=int, default=3, help="steps before the profiled ones")
+p.add_argument("--profiled-steps", type=int, default=3,
+               help="steps under the profiler: the first calls after it starts read 10-50 x their kernels, and a ready "
+                    "time needs more than one sample (the committed zoo was recorded with 1, before this existed)")
 a = p.parse_args()
 out = Path(a.out)
 rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -215,8 +218,9 @@ else:
     sync()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
     with profile(activities=activities) as prof:
-        STEPS[a.kind]()
-        sync()
+        for _ in range(a.profiled_steps):
+            STEPS[a.kind]()
+            sync()
     (out / "kineto").mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))
     time.sleep(2 if gpu else 0)  # torch's watchdog fills each entry's duration as it retires it
