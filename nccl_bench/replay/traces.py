@@ -181,11 +181,19 @@ def describe(wl: Workload) -> list[str]:
         for s in wl.skipped:  # "rank R: reason", folded over the ranks that share a reason
             who, _, reason = s.partition(": ") if s.startswith("rank ") else ("", "", s)
             why.setdefault(reason, []).append(who.removeprefix("rank "))
-        folded = [f"{reason} (rank{'s' if len(who) > 1 else ''} {', '.join(who[:8])}{' ...' if len(who) > 8 else ''})"
-                  if who[0] else reason for reason, who in why.items()]
+        folded = [_folded(reason, who) for reason, who in why.items()]
         lines.append(f"replay: left out {len(wl.skipped)} call(s): " + "; ".join(folded[:5])
                      + (" ..." if len(folded) > 5 else ""))
     return lines
+
+
+def _folded(reason: str, who: list[str]) -> str:
+    """One reason once: how many calls it left out and on which ranks ("3 calls, ranks 0, 1")."""
+    if not who[0]:
+        return reason
+    ranks = sorted(set(who), key=lambda r: (len(r), r))
+    shown = ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")
+    return f"{reason} ({len(who)} call{'s' if len(who) > 1 else ''}, rank{'s' if len(ranks) > 1 else ''} {shown})"
 
 
 def digest(given: list[str]) -> str:
