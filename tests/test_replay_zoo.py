@@ -18,24 +18,29 @@ ZOO = REPO / "tests" / "fixtures" / "zoo"
 FORMS = ("fr", "fr_json", "kineto")
 # what no record holds, and so the only calls a replay of the zoo leaves out (docs/replay.md)
 DOCUMENTED = ("an all_to_all with uneven splits: the Flight Recorder records no split sizes",)
-STEPS = {"fr": 4, "fr_json": 4, "kineto": 1}  # the dumps hold every step; the trace, the profiled last one
 
 
 def zoo(kind: str, form: str):
     return traces.load([str(ZOO / kind / form)])
 
 
+def steps(kind: str, form: str) -> int:
+    """How many steps of the job a form holds: the dumps every one, the traces the profiled ones (zoo.py's steps.json)."""
+    said = json.loads((ZOO / kind / "steps.json").read_text())
+    return said["profiled"] if form == "kineto" else said["steps"]
+
+
 def truth(kind: str, rank: int) -> collections.Counter:
     """The calls one step of the job made on `rank`, by kind (a barrier is NCCL's all_reduce; a send and a
     receive in one batch are one of each)."""
     calls = json.loads((ZOO / kind / f"calls_rank{rank}.json").read_text())
-    steps = 4
+    every = steps(kind, "fr")
     out: collections.Counter = collections.Counter()
     for c in calls:
         kind_ = {"barrier": "all_reduce", "alltoallv": "alltoall"}.get(c["kind"], c["kind"])
         for k in (("send", "recv") if kind_ == "sendrecv" else (kind_,)):
             out[k] += 1
-    return collections.Counter({k: n // steps for k, n in out.items()})
+    return collections.Counter({k: n // every for k, n in out.items()})
 
 
 CASES = [(k, f) for k in ("tp", "pp", "moe", "mesh", "fsdp2") for f in FORMS if (ZOO / k / f).is_dir()]
@@ -54,7 +59,7 @@ def test_every_call_of_the_zoo_is_read_but_what_no_record_holds(kind, form):
         want = truth(kind, r)
         if kind == "moe" and form.startswith("fr"):  # only the even all_to_all: the uneven ones hold no splits
             want["alltoall"] = 1
-        assert got == collections.Counter({k: n * STEPS[form] for k, n in want.items()}), (r, got, want)
+        assert got == collections.Counter({k: n * steps(kind, form) for k, n in want.items()}), (r, got, want)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -102,7 +107,7 @@ def test_batch_isend_irecv_is_one_launch_with_each_transfer(form):
             if op.batch is not None:
                 pairs.setdefault(op.batch, []).append(op)
         both = [b for b in pairs.values() if sorted(op.collective for op in b) == ["recv", "send"]]
-        assert len(both) == STEPS[form], (r, pairs)
+        assert len(both) == steps("pp", form), (r, pairs)
         peer = r + 2 if r < 2 else r - 2
         assert {wl.groups[op.group].ranks[op.peer] for op in ops} == {peer}
     if form.startswith("fr"):  # the batch's time is NCCL's record that closes it

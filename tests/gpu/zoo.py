@@ -226,6 +226,8 @@ else:
     time.sleep(2 if gpu else 0)  # torch's watchdog fills each entry's duration as it retires it
     dump()
 (out / f"calls_rank{rank}.json").write_text(json.dumps(calls))
+if rank == 0 and a.kind != "hang":  # what the files hold: every step in the dumps, the profiled ones in the traces
+    (out / "steps.json").write_text(json.dumps({"steps": a.steps + a.profiled_steps, "profiled": a.profiled_steps}))
 dist.barrier()
 dist.destroy_process_group()
 print(f"rank {rank}: {a.kind} written under {out}", flush=True)

@@ -3,7 +3,9 @@
 # mixture of experts, FSDP2, a 2-D DeviceMesh with split groups, and a job hung by a rank that skips a
 # collective (dumped by torch's watchdog on timeout). Everything lands in $OUT/zoo.tgz (one file: a call
 # returns 8 at most), with each job's console in its folder; a table last: exit code, dumps, traces, size.
-#   bash tests/gpu/zoo.sh            # then: tar -xzf zoo.tgz -C tests/fixtures/   (the committed test data)
+#   bash tests/gpu/zoo.sh            # then: rm -r tests/fixtures/zoo; tar -xzf zoo.tgz -C tests/fixtures/
+# zoo.tgz is the committed layout (tests/fixtures/zoo/README.md): dumps, gzipped traces, calls, steps.json; the
+# consoles go in zoo_logs.tgz.
 set -u
 source tests/gpu/env.sh
 Z=$OUT/zoo
@@ -36,5 +38,9 @@ for kind, (code, secs) in exits.items():
     print(f"{kind:8s} {code:4d} {secs:4d} {len(list(d.glob('fr/*'))):5d} {len(list(d.glob('kineto/*'))):6d} "
           f"{sum(f.stat().st_size for f in files) / 1024:7.0f}")
 PY
+tar -czf "$OUT/zoo_logs.tgz" -C "$OUT" $(cd "$OUT" && ls zoo/*/console.txt zoo/exits.txt)
+rm -f "$Z"/*/console.txt "$Z"/exits.txt "$Z"/hang/calls_rank*.json  # a hung job's ranks never finish their list
+gzip -9 "$Z"/*/kineto/*.json && for f in "$Z"/*/kineto/*.json.gz; do mv "$f" "${f%.json.gz}.pt.trace.json.gz"; done
+cp tests/fixtures/zoo/README.md "$Z/" 2>/dev/null
 tar -czf "$OUT/zoo.tgz" -C "$OUT" zoo && ls -la "$OUT/zoo.tgz"
 nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l
