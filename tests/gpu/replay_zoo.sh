@@ -6,18 +6,20 @@
 #     sizes, the two alternated 3 times; each row's time per call, replay over bench.
 # Judged by tests/gpu/replay_zoo_judge.py; a short table last. Logs and result files in $OUT/replay_zoo.tgz.
 #   bash tests/gpu/replay_zoo.sh           (on nvidia-h100-x4, carrying .whl)
+#   bash tests/gpu/zoo.sh && ZOO=$OUT/zoo bash tests/gpu/replay_zoo.sh    (record the zoo again and replay it, one call)
 set -u
 source tests/gpu/env.sh
 W=/tmp/rz; rm -rf $W; mkdir -p $W
 L=$OUT/replay_zoo.log
 R="timeout 240 python3 -m nccl_bench replay"
+ZOO=${ZOO:-tests/fixtures/zoo}
 {
 echo "== $(date -u) $(nvidia-smi -L | wc -l) GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
 for kind in tp pp moe mesh fsdp2; do
   for form in fr kineto; do
     echo "== zoo $kind $form"
-    $R tests/fixtures/zoo/$kind/$form --backend nccl -n 20 -w 3 --json $W/zoo_${kind}_${form}.json
+    $R $ZOO/$kind/$form --backend nccl -n 20 -w 3 --json $W/zoo_${kind}_${form}.json
   done
 done
 for rep in 1 2 3; do
