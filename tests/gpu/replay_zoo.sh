@@ -6,7 +6,7 @@
 #     sizes, the two alternated 3 times; each row's time per call, replay over bench.
 # Judged by tests/gpu/replay_zoo_judge.py; a short table last. Logs and result files in $OUT/replay_zoo.tgz.
 #   bash tests/gpu/replay_zoo.sh           (on nvidia-h100-x4, carrying .whl)
-#   bash tests/gpu/zoo.sh && ZOO=$OUT/zoo bash tests/gpu/replay_zoo.sh    (record the zoo again and replay it, one call)
+#   bash tests/gpu/zoo.sh && ZOO=/tmp/zoo_rec/zoo bash tests/gpu/replay_zoo.sh    (record the zoo again and replay it, one call)
 set -u
 source tests/gpu/env.sh
 W=/tmp/rz; rm -rf $W; mkdir -p $W

@@ -8,7 +8,8 @@
 # consoles go in zoo_logs.tgz.
 set -u
 source tests/gpu/env.sh
-Z=$OUT/zoo
+W=/tmp/zoo_rec  # recorded here; only the two tarballs go under $OUT (a call returns 8 files at most)
+Z=$W/zoo
 rm -rf "$Z" && mkdir -p "$Z"
 RUN="timeout 150 python3 -m torch.distributed.run --standalone --nproc-per-node 4"
 job() {  # KIND CMD...
@@ -38,9 +39,9 @@ for kind, (code, secs) in exits.items():
     print(f"{kind:8s} {code:4d} {secs:4d} {len(list(d.glob('fr/*'))):5d} {len(list(d.glob('kineto/*'))):6d} "
           f"{sum(f.stat().st_size for f in files) / 1024:7.0f}")
 PY
-tar -czf "$OUT/zoo_logs.tgz" -C "$OUT" $(cd "$OUT" && ls zoo/*/console.txt zoo/exits.txt)
+tar -czf "$OUT/zoo_logs.tgz" -C "$W" $(cd "$W" && ls zoo/*/console.txt zoo/exits.txt)
 rm -f "$Z"/*/console.txt "$Z"/exits.txt "$Z"/hang/calls_rank*.json  # a hung job's ranks never finish their list
 gzip -9 "$Z"/*/kineto/*.json && for f in "$Z"/*/kineto/*.json.gz; do mv "$f" "${f%.json.gz}.pt.trace.json.gz"; done
 cp tests/fixtures/zoo/README.md "$Z/" 2>/dev/null
-tar -czf "$OUT/zoo.tgz" -C "$OUT" zoo && ls -la "$OUT/zoo.tgz"
+tar -czf "$OUT/zoo.tgz" -C "$W" zoo && ls -la "$OUT/zoo.tgz"
 nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l
