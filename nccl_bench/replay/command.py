@@ -209,6 +209,10 @@ def lines(rows: list, seq: dict, bad: list, opts: ReplayOptions) -> list[str]:
     if kernels:
         out.append("# time_us: each call's time here, as bench times one; ready_us: its kernels here once its last "
                    "rank had started them (profiled passes)")
+    if not ready and any(r.trace_time_us is not None for r in rows):
+        out.append("# trace_us: the job's whole time per call, from its start to its end event: each call's wait for "
+                   "its late peers and the job's own gaps are in it, so x trace well below 1 is no speed-up; a "
+                   "profiler trace of one node gives the job's ready time (docs/replay.md)")
     if ready:
         out.append("# trace_us: the job's whole time per call; trace_ready: once its last rank had started it; "
                    "overlap%: the share of it that the job's other kernels ran beside it; x trace: ready_us over "
