@@ -181,3 +181,16 @@ def test_a_row_is_judged_ready_against_ready_when_the_replay_saw_its_kernels():
         assert row.time_us == pytest.approx(12.0) and row.ready_us == pytest.approx(6.0)  # 9 - 3 (rank 3 last in)
         assert row.ratio_of == "ready" and row.ratio == pytest.approx(6.0 / row.trace_ready_us)
     assert seq["ratio_of"] == "ready" and seq["here_ready_us"] == pytest.approx(6.0 * len(wl.ranks[0]))
+
+
+def test_a_group_that_crosses_a_network_here_as_in_the_job_compares_again():
+    """A replay that itself runs over nodes as the job did (torchrun across nodes): the groups crossing here too
+    get their ratio back; a group that crossed in the job only keeps none."""
+    wl = zoo("mesh", "fr")
+    wl.place(2, "--ranks-per-node")
+    crossed = {wl.groups[k].label() for k in wl.crossed}
+    assert {"mesh_dp [0, 2]", "default_pg [0, 1, 2, 3]"} <= crossed
+    assert wl.crossing_here(2).crossed == []  # the same placement here: every crossing compares
+    one_a_node = wl.crossing_here(1)  # finer here: whatever crossed in the job crosses here too
+    assert one_a_node.crossed == [] and "compared" in one_a_node.notes[-1]
+    assert set(wl.crossing_here(4).crossed) == set(wl.crossed)  # one node here: nothing compares

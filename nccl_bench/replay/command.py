@@ -168,6 +168,8 @@ def worker(opts: ReplayOptions, workload):
         if job.rank != 0:
             return 0
         wl = workload.fit(job.nranks)
+        if not job.ident.single_node:
+            wl = wl.crossing_here(job.ident.local_world_size)
         rows, seq = replay_rows.fold(wl, everyone)
         bad = replay_rows.verdict(rows, opts.max_slowdown)
         meta = metadata(opts, wl, seq, job.nranks, everyone)

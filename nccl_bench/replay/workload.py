@@ -117,6 +117,16 @@ class Workload:
                               "the job; their rows get no ratio against the job's times (a network hop and this "
                               "node's links do not compare)")
 
+    def crossing_here(self, ranks_per_node: int) -> "Workload":
+        """This replay runs over several nodes, `ranks_per_node` to a node in rank order: a group that crossed a
+        network in the job and crosses one here too compares again; only the others keep no ratio."""
+        both = [k for k in self.crossed if len({r // ranks_per_node for r in self.groups[k].ranks}) > 1]
+        if not both:
+            return self
+        note = (f"{', '.join(self.groups[k].label() for k in both[:6])}: crossed a network here as in the job "
+                f"({ranks_per_node} rank(s) a node here): compared")
+        return replace(self, crossed=[k for k in self.crossed if k not in both], notes=self.notes + [note])
+
     def duration_known(self) -> bool:
         return any(op.duration_us is not None for ops in self.ranks.values() for op in ops)
 
