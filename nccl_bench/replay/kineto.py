@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
+from nccl_bench.measure import collectives
 from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.workload import P2P, Group, Op, Workload
 from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES
@@ -28,7 +29,6 @@ from nccl_bench.replay.frgroups import MAX_RANKS, ranks_list
 from nccl_bench.replay.groupnames import Listed, joined
 
 EVENT = "record_param_comms"
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 def is_trace(doc) -> bool:
@@ -196,7 +196,7 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
         if name in P2P:
             in_n, out_n = (in_n, 0) if name == "send" else (0, out_n or in_n)
             run.append(len(ops))
-        ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i, root=other if name in ROOTED and other else 0,
+        ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i, root=other if _rooted(name) and other else 0,
                       peer=other if name in P2P else None,
                       duration_us=float(k.get("dur", 0.0)) if k else None,
                       overlap=_overlapped(busy, *span) if span else None, splits=(row,) if row else None))
@@ -214,6 +214,10 @@ def _close(ops: list[Op], run: list[int], number: int) -> int:
             ops[i] = replace(ops[i], batch=number)
     run.clear()
     return int(made)
+
+
+def _rooted(name: str) -> bool:
+    return name in collectives.REGISTRY and collectives.REGISTRY[name].rooted
 
 
 def _rank_arg(args: dict, field: str) -> int | None:

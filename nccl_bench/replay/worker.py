@@ -205,7 +205,7 @@ class PassTimer:
         # shared equally, as bench times `iters` launches of one call; a call unlike the one before starts a run
         same = [k > 0 and c.same_as(calls[k - 1]) for k, c in enumerate(calls)]
         self.run_ends = [k for k in range(len(calls)) if k + 1 == len(calls) or not same[k + 1]]
-        self.enqueue_s, self.hold_cycles = 0.0, 0
+        self.enqueue_s, self.hold_cycles, self.clock_hz = 0.0, 0, None
         if stream is not None:
             import torch
             self.torch = torch
@@ -224,7 +224,8 @@ class PassTimer:
         self.line_up()
         self.world.wait(deadline, "replay")
         slowest = float(self._one.item())
-        self.hold_cycles = int(max(slowest * self.HOLD_MARGIN, self.HOLD_MIN_S) * _cycles_per_s(torch, self.stream))
+        self.clock_hz = self.clock_hz or _cycles_per_s(torch, self.stream)
+        self.hold_cycles = int(max(slowest * self.HOLD_MARGIN, self.HOLD_MIN_S) * self.clock_hz)
 
     def run(self, deadline: Deadline, timed: bool, ranges=None) -> list[float]:
         """One pass; `ranges` (profiled passes): a context per call, each launch inside its own."""

@@ -24,6 +24,10 @@ class Group:
     ranks: tuple[int, ...]
     desc: str = ""
 
+    def spans_nodes(self, ranks_per_node: int) -> bool:
+        """Whether its ranks sit on more than one node, `ranks_per_node` to a node in rank order."""
+        return len({r // ranks_per_node for r in self.ranks}) > 1
+
     def label(self) -> str:
         name = self.desc if self.desc not in ("", "undefined") else f"group {self.key}"
         return f"{name} {list(self.ranks)}"
@@ -110,7 +114,7 @@ class Workload:
     def place(self, ranks_per_node: int, source: str) -> None:
         """The job's ranks were `ranks_per_node` to a node, in rank order (torchrun's and srun's placement): the
         groups that spanned nodes are named, once each."""
-        self.crossed = [k for k, g in self.groups.items() if len({r // ranks_per_node for r in g.ranks}) > 1]
+        self.crossed = [k for k, g in self.groups.items() if g.spans_nodes(ranks_per_node)]
         if self.crossed:
             names = ", ".join(self.groups[k].label() for k in self.crossed[:6]) + (" ..." if len(self.crossed) > 6 else "")
             self.notes.append(f"the job ran {ranks_per_node} rank(s) a node ({source}): {names} crossed a network in "
@@ -120,7 +124,7 @@ class Workload:
     def crossing_here(self, ranks_per_node: int) -> "Workload":
         """This replay runs over several nodes, `ranks_per_node` to a node in rank order: a group that crossed a
         network in the job and crosses one here too compares again; only the others keep no ratio."""
-        both = [k for k in self.crossed if len({r // ranks_per_node for r in self.groups[k].ranks}) > 1]
+        both = [k for k in self.crossed if self.groups[k].spans_nodes(ranks_per_node)]
         if not both:
             return self
         note = (f"{', '.join(self.groups[k].label() for k in both[:6])}: crossed a network here as in the job "
