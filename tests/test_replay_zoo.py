@@ -90,10 +90,11 @@ def test_a_trace_gives_roots_peers_and_uneven_splits():
     mesh = zoo("mesh", "kineto")
     roots = {op.collective: op.root for op in mesh.ranks[0] if op.collective in ("broadcast", "reduce", "gather", "scatter")}
     assert roots == {"broadcast": 2, "reduce": 3, "gather": 1, "scatter": 2}
-    assert [(op.collective, op.peer) for op in mesh.ranks[0] if op.collective in ("send", "recv")] == [("send", 1)]
+    profiled = steps("mesh", "kineto")
+    assert [(op.collective, op.peer) for op in mesh.ranks[0] if op.collective in ("send", "recv")] == [("send", 1)] * profiled
     moe = zoo("moe", "kineto")
     uneven = [op for op in moe.ranks[0] if op.splits is not None]
-    assert len(uneven) == 2 and all(len(op.splits) == len(moe.groups[op.group].ranks) for op in uneven)
+    assert len(uneven) == 2 * profiled and all(len(op.splits) == len(moe.groups[op.group].ranks) for op in uneven)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -165,22 +166,38 @@ def test_groups_that_crossed_nodes_in_the_job_are_named_and_get_no_ratio(tmp_pat
     assert "mesh_tp" not in said[0] and "split" not in said[0], said
 
 
-def test_a_row_is_judged_ready_against_ready_when_the_replay_saw_its_kernels():
-    """The replay's own kernels (profiled passes on GPU), each call's end less the latest start over its ranks, are
-    held against the job's ready time, measured the same way; the per-call time stays beside it."""
+def replayed_on_gpu(wl):
+    """The rows and sequence of a replay whose ranks saw their kernels: 12 us per call by events, each call's kernels
+    starting 1 us apart across ranks (rank r at +r) and ending together at +9 us, 3 profiled passes."""
     from nccl_bench.replay import rows as replay_rows
-    wl = zoo("tp", "kineto")
     outs = []
     for r in range(4):
         n = len(wl.ranks[r])
-        # each call: 12 us per call by events; kernels start 1 us apart across ranks and end together at +6 us
         outs.append({"rank": r, "times": [[12e-6] * n] * 3, "wrong": [0] * n, "ran": [],
                      "kernels": [[(100.0 * i + r, 100.0 * i + 9.0)] * 3 for i in range(n)]})
-    got, seq = replay_rows.fold(wl, outs)
+    return replay_rows.fold(wl, outs)
+
+
+def test_a_row_is_judged_ready_against_ready_when_the_replay_saw_its_kernels():
+    """The replay's own kernels (profiled passes on GPU), each call's end less the latest start over its ranks, are
+    held against the job's ready time, measured the same way; the per-call time stays beside it."""
+    wl = zoo("tp", "kineto")
+    got, seq = replayed_on_gpu(wl)
     for row in got:
         assert row.time_us == pytest.approx(12.0) and row.ready_us == pytest.approx(6.0)  # 9 - 3 (rank 3 last in)
         assert row.ratio_of == "ready" and row.ratio == pytest.approx(6.0 / row.trace_ready_us)
     assert seq["ratio_of"] == "ready" and seq["here_ready_us"] == pytest.approx(6.0 * len(wl.ranks[0]))
+
+
+def test_the_sequence_is_ready_over_ready_on_the_calls_that_have_both():
+    """pp's transfers carry no ready time in the job (torch tags no kernel of a coalesced group): the sequence is
+    summed over the other calls on both sides, each at its row's median, and says how many it left out."""
+    wl = zoo("pp", "kineto")
+    got, seq = replayed_on_gpu(wl)
+    judged = [row for row in got if row.trace_ready_us is not None]
+    assert judged and len(judged) < len(got) and seq["ratio_of"] == "ready" and seq["calls_without_ready"] > 0
+    assert seq["ratio"] == pytest.approx(seq["here_ready_us"] / seq["trace_us"])
+    assert all(row.ready_us in (6.0, 8.0) for row in judged)  # 9 less the last start: 3, or 1 in a group of [0, 1]
 
 
 def test_a_group_that_crosses_a_network_here_as_in_the_job_compares_again():

@@ -149,6 +149,11 @@ class Communicator(ABC):
         return cls(op, lib_error, detail, rank=self.rank, host=self.host)
 
 
+# An exchange's `native` for rounds launched as PyTorch launches all_to_all_single with split sizes: each round's
+# sends and receives in one NCCL group, its own rank's among them (no copy-engine copy, as nccl-tests makes)
+ONE_GROUP = ("one group", None)
+
+
 def own_copies(moves, rank: int, send: torch.Tensor, recv: torch.Tensor) -> list[tuple]:
     """The round's sends to and receives from `rank` itself, paired in order: a local copy each, as
     (send move, receive move, source view, destination view)."""

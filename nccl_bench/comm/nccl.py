@@ -17,7 +17,7 @@ import torch
 from nccl_bench.comm import launchloop
 from nccl_bench.comm.ncclnames import NATIVE_SINCE, SYMBOLS, error_name, lib_error_name, load as _nccl
 from nccl_bench.comm.bootstrap import exchange_for
-from nccl_bench.comm.base import Communicator, InitPlan, own_copies
+from nccl_bench.comm.base import ONE_GROUP, Communicator, InitPlan, own_copies
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
@@ -201,6 +201,8 @@ class NcclCommunicator(Communicator):
         s, r = NcclBuffer(send), NcclBuffer(recv)
         sp, rp, dt, sc, rc = s.ptr, r.ptr, int(s.dtype), int(s.count), int(r.count)
         red = int(self._op(op)) if op is not None else 0
+        if collective == "exchange" and native == ONE_GROUP:
+            return self._round_calls(rounds, send, recv, sp, rp, dt, comm, st, own_in_group=True)
         if collective == "exchange" and native and int(self.nb.get_version()) >= NATIVE_SINCE:
             name, at = native  # as nccl-tests 2.19.6 calls them: count = the per-rank chunk
             return [(name, (sp, rp, sc if name == "gather" else rc, dt, at, comm, st))]
@@ -217,17 +219,17 @@ class NcclCommunicator(Communicator):
                                  ("recv", (rp, sc, dt, frm, comm, st)), ("group_end", ())],
         }[collective]()
 
-    def _round_calls(self, rounds, send, recv, sp, rp, dt, comm, st) -> list:
+    def _round_calls(self, rounds, send, recv, sp, rp, dt, comm, st, own_in_group=False) -> list:
         """Point-to-point rounds as NCCL calls: each round one group of ncclSend/ncclRecv. A copy to
         its own rank is a copy-engine copy before the round's group, as nccl-tests' cudaMemcpyAsync
         (NCCL's own send to self runs on a few SMs: 0.8 x at 64 MiB and up), left out in place
-        where source and destination are one."""
+        where source and destination are one; `own_in_group`: a send and receive in the group, as PyTorch's."""
         esz, base, out = send.element_size(), {"send": sp, "recv": rp}, []
         for moves in rounds:
-            for s, r, src, dst in own_copies(moves, self.rank, send, recv):
+            for s, r, src, dst in [] if own_in_group else own_copies(moves, self.rank, send, recv):
                 if src.data_ptr() != dst.data_ptr():
                     out.append(("copy", (dst.data_ptr(), src.data_ptr(), dst.numel() * esz, st)))
-            moves = [m for m in moves if m.peer != self.rank]
+            moves = [m for m in moves if own_in_group or m.peer != self.rank]
             if moves:
                 out += [("group_start", ())] + [
                     ("send", (base[m.buf] + m.at * esz, m.length, dt, m.peer, comm, st)) if m.op == "send"

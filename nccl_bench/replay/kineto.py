@@ -153,11 +153,13 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
               and "Collective name" in e["args"]]
     cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
     kernels: dict[tuple, list[dict]] = {}
-    by_id: dict[int, dict] = {}  # a kernel carries its call's "External id"
+    by_id: dict[int, tuple[float, float]] = {}  # a kernel carries its call's "External id": the call's span is its kernels'
     for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
         kernels.setdefault(_key(k["args"]), []).append(k)
         if isinstance(k["args"].get("External id"), int):
-            by_id.setdefault(k["args"]["External id"], k)
+            a, b = _span(k)
+            got = by_id.get(k["args"]["External id"])
+            by_id[k["args"]["External id"]] = (a, b) if got is None else (min(got[0], a), max(got[1], b))
     busy = _union([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in doc["traceEvents"]
                    if isinstance(e, dict) and e.get("cat") == "kernel"
                    and "Collective name" not in (e.get("args") or {})])
@@ -185,11 +187,10 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
         if raw.startswith("barrier"):
             in_n = out_n = 1
         i = used[_key(a)] = used.get(_key(a), -1) + 1
-        k = by_id.get(a.get("External id")) if by_id else None
-        if k is None and not by_id:  # an older trace: the i-th kernel of the same group and call
+        span = by_id.get(a.get("External id")) if by_id else None
+        if span is None and not by_id:  # an older trace: the i-th kernel of the same group and call
             k = kernels.get(_key(a), [])
-            k = k[i] if i < len(k) else None
-        span = (float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0))) if k else None
+            span = _span(k[i]) if i < len(k) else None
         row = _split_row(a) if name == "alltoall" else None  # what this rank sends each peer, where recorded
         # "Rank" is the root of a rooted call and the other end of a transfer, in group ranks
         other = _rank_arg(a, "Dst Rank" if name == "send" else "Src Rank" if name == "recv" else "Rank")
@@ -198,11 +199,15 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
             run.append(len(ops))
         ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i, root=other if _rooted(name) and other else 0,
                       peer=other if name in P2P else None,
-                      duration_us=float(k.get("dur", 0.0)) if k else None,
+                      duration_us=span[1] - span[0] if span else None,
                       overlap=_overlapped(busy, *span) if span else None, splits=(row,) if row else None))
         spans.append(span)
     _close(ops, run, batches)
     return ops, spans
+
+
+def _span(kernel: dict) -> tuple[float, float]:
+    return float(kernel["ts"]), float(kernel["ts"]) + float(kernel.get("dur", 0))
 
 
 def _close(ops: list[Op], run: list[int], number: int) -> int:
@@ -247,8 +252,9 @@ def _overlapped(busy: list[tuple[float, float]], a: float, b: float) -> float:
 
 
 def _ready(wl: Workload, spans: dict[int, list]) -> None:
-    """Each call's end less the latest start of the same call on its group's ranks (the j-th call of that
-    group, collective and size on each)."""
+    """Each call's ready time: its last end less its latest start over its group's ranks (the j-th call of that
+    group, collective and size on each), the same on each of them. The last end, not each rank's: a rooted or
+    point-to-point call's senders may finish before the last rank starts."""
     nth: dict[tuple, list[tuple[int, int]]] = {}
     for r, ops in wl.ranks.items():
         seen: dict[tuple, int] = {}
@@ -260,9 +266,9 @@ def _ready(wl: Workload, spans: dict[int, list]) -> None:
     for k, at in nth.items():
         if len(at) != len(wl.groups[k[0]].ranks) or any(spans[r][i] is None for r, i in at):
             continue
-        last = max(spans[r][i][0] for r, i in at)
+        ready = max(max(spans[r][i][1] for r, i in at) - max(spans[r][i][0] for r, i in at), 0.0)
         for r, i in at:
-            wl.ranks[r][i] = replace(wl.ranks[r][i], ready_us=max(spans[r][i][1] - last, 0.0))
+            wl.ranks[r][i] = replace(wl.ranks[r][i], ready_us=ready)
 
 
 def _key(args: dict) -> tuple:

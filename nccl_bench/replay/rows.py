@@ -130,8 +130,8 @@ def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]
 
 
 def _ready_here(by_rank: dict, at: list[tuple[int, int]]) -> list[float]:
-    """One call's ready time in the replay, per profiled pass: its kernels' end on each of its ranks less the latest
-    start over them, averaged over the ranks (microseconds), where every rank saw its kernels."""
+    """One call's ready time in the replay, per profiled pass: its kernels' last end over its ranks less their latest
+    start (microseconds), as the job's is taken, where every rank saw its kernels."""
     out = []
     spans = [by_rank[r].get("kernels") for r, _ in at]
     if not all(spans):
@@ -139,8 +139,7 @@ def _ready_here(by_rank: dict, at: list[tuple[int, int]]) -> list[float]:
     for p in range(min(len(s[i]) for s, (_, i) in zip(spans, at))):
         got = [s[i][p] for s, (_, i) in zip(spans, at)]
         if all(g is not None for g in got):
-            last = max(a for a, _ in got)
-            out.append(sum(max(b - last, 0.0) for _, b in got) / len(got))
+            out.append(max(max(b for _, b in got) - max(a for a, _ in got), 0.0))
     return out
 
 
@@ -151,23 +150,28 @@ def _us(seconds: float | None) -> float | None:
 def sequence(wl: Workload, by_rank: dict, rows_of: dict[int, list[ReplayRow]] | None = None) -> dict:
     """The whole sequence per pass: the slowest rank's sum of its call times, here and in the trace (the job's
     compute between calls is not replayed, so neither side counts it). Where the trace has ready times and the
-    replay its kernels, the ratio is of ready times on both sides (each call here at its row's median)."""
+    replay its kernels, the ratio is of ready times on both sides, over the calls that have both, each call at its
+    row's median on each side (a profiled step's first calls read many times their kernels in the job)."""
     passes = min((len(o["times"]) for o in by_rank.values()), default=0)
     here = [max(sum(o["times"][p]) for o in by_rank.values()) * 1e6 for p in range(passes)]
-    trace, of = None, None
-    for field in ("ready_us", "duration_us"):  # the job's time once each call's ranks were all in, else whole
-        if wl.ranks and all(getattr(op, field) is not None for ops in wl.ranks.values() for op in ops):
-            trace, of = max(sum(getattr(op, field) for op in ops) for ops in wl.ranks.values()), field
-            break
-    ready_here = None
-    if rows_of and all(row.ready_us is not None for rows in rows_of.values() for row in rows):
-        ready_here = max(sum(row.ready_us for row in rows) for rows in rows_of.values())
-    base = ready_here if of == "ready_us" and ready_here else _q(here, 0.5)
+    trace, of, ready_here, left = None, None, None, 0
+    both = {r: [row for row in rows if row.ready_us is not None and row.trace_ready_us is not None]
+            for r, rows in (rows_of or {}).items()}
+    if any(both.values()):
+        ready_here = max(sum(row.ready_us for row in rows) for rows in both.values())
+        trace, of = max(sum(row.trace_ready_us for row in rows) for rows in both.values()), "ready_us"
+        left = sum(len(rows_of[r]) - len(rows) for r, rows in both.items())
+    else:
+        for field in ("ready_us", "duration_us"):  # the job's time once each call's ranks were all in, else whole
+            if wl.ranks and all(getattr(op, field) is not None for ops in wl.ranks.values() for op in ops):
+                trace, of = max(sum(getattr(op, field) for op in ops) for ops in wl.ranks.values()), field
+                break
+    base = ready_here if ready_here else _q(here, 0.5)
     if wl.crossed:  # part of the job's sequence crossed a network: the whole does not compare with this node's
         trace, of = None, "not compared: groups of the job crossed a network"
     return {"here_us": here, "here_median_us": _q(here, 0.5), "here_p25_us": _q(here, 0.25),
             "here_p75_us": _q(here, 0.75), "here_ready_us": ready_here, "trace_us": trace, "trace_of": of,
-            "ratio_of": "ready" if base is ready_here and ready_here else "time",
+            "calls_without_ready": left, "ratio_of": "ready" if ready_here else "time",
             "ratio": base / trace if trace and base else None}
 
 

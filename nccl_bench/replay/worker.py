@@ -20,6 +20,7 @@ import contextlib
 import time
 
 from nccl_bench.comm import InitPlan
+from nccl_bench.comm.base import ONE_GROUP
 from nccl_bench.comm.lifetime import communicator, subcommunicators
 from nccl_bench.core.heartbeat import Heartbeat
 from nccl_bench.core import markers
@@ -65,7 +66,8 @@ class Call:
         elif op.splits is not None:  # an all-to-all with uneven splits: its rounds, from the whole group's table
             counts = [list(row) for row in op.splits]
             self.send_n, self.recv_n = sum(counts[r]), sum(row[r] for row in counts)
-            self.method, self.args = "exchange", {"rounds": collectives.split_rounds(counts, r)}
+            self.method = "exchange"  # launched as the job's all_to_all_single launched it
+            self.args = {"rounds": collectives.split_rounds(counts, r), "native": ONE_GROUP}
             self.segments = collectives.split_segments(counts, r)
             self.reduction = SUM
         else:

@@ -1,6 +1,6 @@
 """A small real training job for `replay` on GPUs: FSDP2 `fully_shard` on a few transformer
 layers, bf16 parameters and fp32 gradient reduction, timing on (TORCH_NCCL_ENABLE_TIMING=1 set by the
-caller). Three warm-up steps, then two steps under the profiler. Writes, per rank:
+caller). Three warm-up steps, then two steps under the profiler (after one it traces and discards). Writes, per rank:
   OUT/kineto/trace_rank<R>.json   the profiler (Kineto) trace of the two profiled steps
   OUT/fr/dump_rank<R>.pkl         the Flight Recorder dump, taken 3 s after the last synchronize (torch's
                                   watchdog fills each entry's duration as it retires it)
@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, schedule
 
 p = argparse.ArgumentParser()
 p.add_argument("out")
@@ -49,12 +49,15 @@ def step():
 for _ in range(a.steps):
     step()
 torch.cuda.synchronize()
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-    for _ in range(2):
-        step()
-    torch.cuda.synchronize()
+# a warm-up step traced and thrown away (torch's schedule), then the two active ones, written when done
 (out / "kineto").mkdir(parents=True, exist_ok=True)
-prof.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+             schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
+             on_trace_ready=lambda prof: prof.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))) as prof:
+    for _ in range(3):
+        step()
+        torch.cuda.synchronize()
+        prof.step()
 time.sleep(3)
 c10d = torch._C._distributed_c10d
 dump = c10d._dump_nccl_trace() if hasattr(c10d, "_dump_nccl_trace") else c10d._dump_fr_trace()
@@ -62,4 +65,4 @@ dump = c10d._dump_nccl_trace() if hasattr(c10d, "_dump_nccl_trace") else c10d._d
 (out / "fr" / f"dump_rank{rank}.pkl").write_bytes(dump)
 dist.barrier()
 dist.destroy_process_group()
-print(f"rank {rank}: {a.steps + 2} steps, dump and trace written", flush=True)
+print(f"rank {rank}: {a.steps + 3} steps, dump and trace written", flush=True)

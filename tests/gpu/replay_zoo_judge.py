@@ -38,6 +38,10 @@ for path in sorted(folder.glob("zoo_*.json")):
     inband = sum(LO <= x <= HI for x in judged)
     calls = sum(len(v) for v in meta["ran"].values())
     seq = doc.meta["sequence"].get("ratio")
+    if twin != path and twin.exists():  # a dump's sequence: its calls' ready times against the trace's, call by call
+        both = [r for r in rows if r.get("ratio_of") == "trace's ready"]
+        seq = (sum(r["calls"] * r["ready_us"] for r in both) / sum(r["calls"] * r["trace_ready_us"] for r in both)
+               if both else None)
     print(f"{path.stem[4:]:14s} {calls:5d} {len(meta['skipped']):4d} {len(meta['stopped']):4d} {len(rows):4d} "
           f"{inband:3d}/{len(judged):<3d} {f(min(judged, default=None)):>8s}..{f(max(judged, default=None)):<8s} "
           f"{f(seq):>6s} {sum(r['nwrong'] for r in rows):5d} {unjudged:5d}")
@@ -66,3 +70,8 @@ for key in sorted(replay, key=lambda k: (k[0], k[1])):
     print(f"{key[0] + ' ' + str(key[1]) + ' B':24s} {' '.join(f(v, 1) for v in here):>26s} "
           f"{' '.join(f(v, 1) for v in there):>26s} {f(x):>7s} {'ok' if x and x <= SMALL else 'OVER'}")
 print("small calls within 1.10 x bench:", "yes" if ok else "no")
+ops = {op: [records.load(str(p)).rows[0]["out_of_place"]["time"] for p in sorted(folder.glob(f"int64_{op}_*.json"))]
+       for op in ("sum", "max")}
+if all(ops.values()):
+    print(f"all_reduce 616 B int64, bench us: sum {' '.join(f(v, 1) for v in ops['sum'])}, max "
+          f"{' '.join(f(v, 1) for v in ops['max'])}: max over sum {statistics.median(ops['max']) / statistics.median(ops['sum']):.2f}")

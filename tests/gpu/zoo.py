@@ -35,7 +35,7 @@ os.environ.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("kind", choices=["tp", "pp", "moe", "mesh", "hang"])
@@ -43,8 +43,8 @@ p.add_argument("out")
 p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
 p.add_argument("--steps", type=int, default=3, help="steps before the profiled ones")
 p.add_argument("--profiled-steps", type=int, default=3,
-               help="steps under the profiler: the first calls after it starts read 10-50 x their kernels, and a ready "
-                    "time needs more than one sample (the committed zoo was recorded with 1, before this existed)")
+               help="steps under the profiler, after one warm-up step it discards (torch's schedule): the first calls "
+                    "after the profiler starts read 10-50 x their kernels, and a ready time needs more than one sample")
 a = p.parse_args()
 out = Path(a.out)
 rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -217,17 +217,20 @@ else:
         STEPS[a.kind]()
     sync()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
-    with profile(activities=activities) as prof:
-        for _ in range(a.profiled_steps):
+    # as torch's docs profile a job: a warm-up step traced and thrown away, then the active ones, written when done
+    (out / "kineto").mkdir(parents=True, exist_ok=True)
+    write = lambda prof: prof.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))  # noqa: E731
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=a.profiled_steps, repeat=1),
+                 on_trace_ready=write) as prof:
+        for _ in range(1 + a.profiled_steps):
             STEPS[a.kind]()
             sync()
-    (out / "kineto").mkdir(parents=True, exist_ok=True)
-    prof.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))
+            prof.step()
     time.sleep(2 if gpu else 0)  # torch's watchdog fills each entry's duration as it retires it
     dump()
 (out / f"calls_rank{rank}.json").write_text(json.dumps(calls))
 if rank == 0 and a.kind != "hang":  # what the files hold: every step in the dumps, the profiled ones in the traces
-    (out / "steps.json").write_text(json.dumps({"steps": a.steps + a.profiled_steps, "profiled": a.profiled_steps}))
+    (out / "steps.json").write_text(json.dumps({"steps": a.steps + 1 + a.profiled_steps, "profiled": a.profiled_steps}))
 dist.barrier()
 dist.destroy_process_group()
 print(f"rank {rank}: {a.kind} written under {out}", flush=True)
