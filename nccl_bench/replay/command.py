@@ -226,7 +226,8 @@ def lines(rows: list, seq: dict, bad: list, opts: ReplayOptions) -> list[str]:
     if seq.get("here_ready_us") is not None:
         here += f", its kernels' ready times {f(seq['here_ready_us'])} us"
         if seq.get("calls_without_ready"):
-            trace += f", both without the {seq['calls_without_ready']} calls that have no ready time on one side"
+            trace += (f", both without the calls that have no ready time on one side ({seq['calls_without_ready']} "
+                      "over the ranks)")
     out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"
                + (f"; {seq['ratio']:.2f} x" + (" (ready over ready)" if seq.get("ratio_of") == "ready" else "")
                   if seq["ratio"] else ""))
