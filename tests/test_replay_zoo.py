@@ -211,3 +211,18 @@ def test_a_group_that_crosses_a_network_here_as_in_the_job_compares_again():
     one_a_node = wl.crossing_here(1)  # finer here: whatever crossed in the job crosses here too
     assert one_a_node.crossed == [] and "compared" in one_a_node.notes[-1]
     assert set(wl.crossing_here(4).crossed) == set(wl.crossed)  # one node here: nothing compares
+
+
+def test_each_kernel_is_placed_in_the_range_its_launch_was_made_in():
+    """The replay's profiled passes on the torch backend: ProcessGroupNCCL launches on its own stream, and the profiler
+    draws none of the replay's ranges on the GPU; each kernel goes to the host range its launch call was made in. On a
+    real job's trace, with torch's own ranges ("nccl:..."): every NCCL kernel, each in the range of its own call."""
+    import gzip
+    from nccl_bench.replay.worker import _launched_in
+    path = ZOO / "tp" / "kineto" / "trace_rank0.pt.trace.json.gz"
+    events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if isinstance(e, dict)]
+    got = list(_launched_in(events, "nccl:"))
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")]
+    assert len(got) == len(kernels) == 5 * steps("tp", "kineto")
+    kind = {"nccl:all_reduce": "AllReduce", "nccl:_all_gather_base": "AllGather", "nccl:_reduce_scatter_base": "ReduceScatter"}
+    assert all(e["name"].startswith(f"ncclDevKernel_{kind[name]}") for name, e in got), got

@@ -16,6 +16,7 @@ counts of every rank go to rank 0 through the job store; nccl_bench.replay.rows 
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import time
 
@@ -322,11 +323,24 @@ def kernel_spans(passes: PassTimer, calls: list[Call], deadline: Deadline, n: in
     drawn = [e for e in events if e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith("replay#")]
     for e in drawn:
         widen(e["name"], e)
-    if not drawn:  # no range drawn on the GPU: each kernel by the range it was launched in
-        ranges = {e["args"].get("External id"): e["name"] for e in events if e.get("cat") == "user_annotation"
-                  and str(e.get("name", "")).startswith("replay#") and isinstance(e.get("args"), dict)}
-        for e in events:
-            name = ranges.get((e.get("args") or {}).get("External id")) if e.get("cat") == "kernel" else None
-            if name:
-                widen(name, e)
+    if not drawn:  # no range drawn on the GPU (torch's ProcessGroupNCCL launches on its own stream, inside its own
+        for name, e in _launched_in(events):  # ranges): each kernel by the range its launch call was made in
+            widen(name, e)
     return out
+
+
+def _launched_in(events: list[dict], prefix: str = "replay#"):
+    """(range name, GPU activity) for each kernel or copy whose launch (the CUDA runtime or driver call with the same
+    correlation id) was made inside one of the host's ranges named `prefix`... (the replay's "replay#k#i")."""
+    ranges = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"]) for e in events
+                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix))
+    starts = [a for a, _, _ in ranges]
+    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and isinstance(e.get("args"), dict) and "correlation" in e["args"]}
+    for e in events:
+        if e.get("cat") not in ("kernel", "gpu_memcpy"):
+            continue
+        t = launched.get((e.get("args") or {}).get("correlation"))
+        k = bisect.bisect_right(starts, t) - 1 if t is not None else -1
+        if k >= 0 and t <= ranges[k][1]:
+            yield ranges[k][2], e
