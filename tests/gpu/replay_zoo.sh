@@ -2,8 +2,9 @@
 # The replay zoo on GPUs (issue 60), in one call on 4 GPUs:
 #  1. every job of tests/fixtures/zoo (recorded by tests/gpu/zoo.sh on 4 x H100) replayed from its dumps and from its
 #     traces on the nccl backend: calls left out, rows against the job's ready time, the whole sequence;
-#  2. small calls: a workload of all_reduce 8 B .. 1 MiB and all_gather 16 KiB replayed, beside `bench` at the same
-#     sizes, the two alternated 3 times; each row's time per call, replay over bench.
+#  2. small calls: a workload of all_reduce 8 B .. 1 MiB and all_gather 64 KiB replayed, beside `bench` at the same
+#     sizes, the two alternated 3 times; each row's time per call, replay over bench;
+#  3. `bench` all_reduce of 616 B int64, sum and max alternated 3 times (mesh's int64 max, replayed as a sum).
 # Judged by tests/gpu/replay_zoo_judge.py; a short table last. Logs and result files in $OUT/replay_zoo.tgz.
 #   bash tests/gpu/replay_zoo.sh           (on nvidia-h100-x4, carrying .whl)
 #   bash tests/gpu/zoo.sh && ZOO=/tmp/zoo_rec/zoo bash tests/gpu/replay_zoo.sh    (record the zoo again and replay it, one call)
