@@ -27,8 +27,8 @@ def test_the_schedule_is_a_round_robin_tournament(n):
 
 
 def locate(tmp_path, inject: str, *args):
-    # --fraction 0.02: an injected 30 ms reads about 0.007 x its class median; 8 ranks on a loaded 2-core CI
-    # machine have read a healthy pair at 0.05 and 0.10 x (the gloo default's line), fastest of 5
+    # --fraction 0.02: an injected 30 ms reads far below it, a healthy pair on a loaded 2-core CI machine far above
+    # (docs/validation.md)
     out = tmp_path / f"locate-{len(list(tmp_path.iterdir()))}.json"
     proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "8", "--timeout", "30",
                 "--fraction", "0.02", "--json", str(out), *args], timeout=240,

@@ -97,7 +97,6 @@ def main(argv: list[str]) -> int:
         return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=a.json)
     workload = traces.load(a.traces, a.allow_missing_ranks)
     if a.ranks_per_node:
-        workload.notes = [n for n in workload.notes if " crossed a network in the job" not in n]
         workload.place(a.ranks_per_node, "--ranks-per-node")
     if a.list:
         return list_only(a, workload)

@@ -291,8 +291,9 @@ def kernel_spans(passes: PassTimer, calls: list[Call], deadline: Deadline, n: in
     """Per profiled pass, each call's kernels as (first start, last end) in microseconds on the node's one clock
     (CUPTI's, as the job's profiler trace has them), or None where none was seen: what the job's `ready` time is
     made of, measured the same way. Each launch runs inside a profiler range of its own; the profiler draws the
-    range again on the GPU over the kernels it launched (gpu_user_annotation), and each kernel carries the id of
-    the range it was launched in. One profiler session for every profiled pass: starting one costs seconds."""
+    range again on the GPU over the kernels it launched (gpu_user_annotation), or where it draws none (the torch
+    backend) each kernel goes to the range its launch was made in. One profiler session for every profiled pass:
+    starting one costs seconds."""
     import json
     import tempfile
     import torch

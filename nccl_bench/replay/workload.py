@@ -16,6 +16,7 @@ from nccl_bench.measure.vocabulary import ELEMENT_BYTES
 
 P2P = ("send", "recv")
 SEND_RECV = "send/recv"  # how a row names a point-to-point transfer (both ends)
+PLACED = "the job ran "  # the start of a placement's note (Workload.place), which a later placement replaces
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,13 @@ class Workload:
 
     def place(self, ranks_per_node: int, source: str) -> None:
         """The job's ranks were `ranks_per_node` to a node, in rank order (torchrun's and srun's placement): the
-        groups that spanned nodes are named, once each."""
+        groups that spanned nodes are named, once each. Placed again (--ranks-per-node over what the traces said), the
+        earlier placement's note goes."""
+        self.notes = [n for n in self.notes if not n.startswith(PLACED)]
         self.crossed = [k for k, g in self.groups.items() if g.spans_nodes(ranks_per_node)]
         if self.crossed:
             names = ", ".join(self.groups[k].label() for k in self.crossed[:6]) + (" ..." if len(self.crossed) > 6 else "")
-            self.notes.append(f"the job ran {ranks_per_node} rank(s) a node ({source}): {names} crossed a network in "
+            self.notes.append(f"{PLACED}{ranks_per_node} rank(s) a node ({source}): {names} crossed a network in "
                               "the job; their rows get no ratio against the job's times (a network hop and this "
                               "node's links do not compare)")
 
