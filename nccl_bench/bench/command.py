@@ -146,6 +146,6 @@ def main(argv: list[str]) -> int:
     nranks = ident.world_size if ident else o.job.local_ranks()
     check_ranks(o, nranks, a.collective.split(","))
     check_fits(o, nranks)
-    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o), result=o.json)
+    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o), result=o.json, torch_free=o.torch_free)
 
 

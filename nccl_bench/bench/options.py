@@ -110,6 +110,13 @@ class BenchOptions:
                              "(tree applies to all_reduce only)")
 
     @property
+    def torch_free(self) -> bool:
+        """Whether the ranks run without torch: the nccl backend on buffers, streams and events of the CUDA
+        driver's own (nccl_bench.core.cudadriver). CUDA graphs (-G), registration (-R) and torch's memory
+        figures (-M) keep torch's."""
+        return self.job.backend == "nccl" and not (self.graph or self.local_register or self.memory)
+
+    @property
     def torch_dtype_name(self) -> str:
         return DTYPES[self.dtype]
 

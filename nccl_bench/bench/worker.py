@@ -27,7 +27,7 @@ def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) ->
             os.environ["NCCL_ALGO"] = _USER_ALGO
     return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
-                    proto=o.proto, blocking=True, namespace=job.namespace)
+                    proto=o.proto, blocking=True, namespace=job.namespace, torch_free=o.torch_free)
 
 
 _USER_ALGO = os.environ.get("NCCL_ALGO")
@@ -54,7 +54,14 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 
 def worker(o: BenchOptions):
     def run(job: Job) -> int:
-        return BenchRanks(o, job, _confirmation(o)).run()
+        if o.torch_free:  # CUDA starts in a thread while NCCL's bindings load here (nccl_bench.core.cudadriver)
+            from nccl_bench.core import cudadriver
+            cudadriver.init_early(job.ident.local_rank)
+        confirmation = _confirmation(o)  # the profiler plugin named before NCCL loads
+        if o.torch_free:
+            from nccl_bench.comm.ncclnames import load
+            load()
+        return BenchRanks(o, job, confirmation).run()
     return run
 
 
@@ -74,7 +81,7 @@ class BenchRanks:
     def run(self) -> int:
         job, o = self.job, self.o
         started = benchfile.now()
-        devices = job.store.all_gather_obj("bench/devices", device_entry(job, o.job.backend), timeout=60)
+        devices = job.store.all_gather_obj("bench/devices", device_entry(job, o.job.backend, o.torch_free), timeout=60)
         self._say_skipped()
         error = None
         try:
@@ -121,7 +128,6 @@ class BenchRanks:
     def _ask_nccl(self, comm, algo: str, todo: list[str]) -> None:
         """One call per size up to CONFIRM_MAX_BYTES, each recorded by NCCL's profiler plugin (ours):
         which algorithm NCCL ran, before anything is timed. Every rank makes the calls; rank 0's record counts."""
-        import torch
         from nccl_bench.comm import algorecorder
         reported, o, group = self.confirmation["reported"], self.o, self.group
         for name in todo:
@@ -134,9 +140,9 @@ class BenchRanks:
                     and lay.recv and lay.bytes <= CONFIRM_MAX_BYTES]
             if not lays:
                 continue
-            dtype = getattr(torch, plan.dtype)
-            send = torch.ones(max(lay.send for lay in lays), dtype=dtype, device=comm.device)
-            recv = torch.zeros(max(lay.recv for lay in lays), dtype=dtype, device=comm.device)
+            # what the buffers hold does not choose the algorithm: zeros, from the communicator's allocator
+            send = comm.alloc(max(lay.send for lay in lays), plan.dtype)
+            recv = comm.alloc(max(lay.recv for lay in lays), plan.dtype)
             for lay in lays:
                 args = coll.call_args(plan.op, plan.root, group.rank, group.nranks, lay)
                 with algorecorder.recording() as calls:
@@ -207,16 +213,23 @@ class BenchRanks:
         return _exit_code(rows, self.confirmation, o, say=self.job.say)
 
 
-def device_entry(job: Job, backend: str) -> dict:
-    """This rank's entry of nccl-tests' config.devices."""
+def device_entry(job: Job, backend: str, torch_free: bool = False) -> dict:
+    """This rank's entry of nccl-tests' config.devices (asked of the CUDA driver itself where the rank
+    loads no torch)."""
     entry = {"rank": job.rank, "group": 0, "pid": os.getpid(), "hostname": job.ident.host, "device": -1,
              "device_hex": "", "device_info": "cpu (gloo)"}
-    if backend != "gloo":
+    if backend == "gloo":
+        return entry
+    if torch_free:
+        from nccl_bench.core import cudadriver
+        gpu = cudadriver.local_gpu(job.ident.local_rank)
+        bus, name, i = gpu.pci(), gpu.name(), gpu.device.index
+    else:
         import torch
         i = job.ident.local_rank
         props = torch.cuda.get_device_properties(i)
-        bus = [getattr(props, f"pci_{k}_id", 0) for k in ("domain", "bus", "device")]
-        entry.update(device=i, device_hex=f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}", device_info=props.name)
+        bus, name = [getattr(props, f"pci_{k}_id", 0) for k in ("domain", "bus", "device")], props.name
+    entry.update(device=i, device_hex=f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}", device_info=name)
     return entry
 
 

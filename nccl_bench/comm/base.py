@@ -4,23 +4,26 @@ Lifecycle is explicit (create, destroy, abort), never hidden in __del__, because
 destroying a communicator is itself collective. The harness (nccl_bench.comm.lifetime) owns
 it: destroy on success, abort on failure.
 
-Buffers are torch tensors on `self.device`. Collective methods enqueue; `wait()` blocks
+Buffers are torch tensors on `self.device` (a nccl communicator made for a rank without torch: arrays of
+nccl_bench.core.cudadriver, with the same calls). Collective methods enqueue; `wait()` blocks
 until everything enqueued has finished, bounded by the deadline, and raises CommError /
 DeadlineExceeded. Out-of-place when `send is not recv`, in-place otherwise.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from abc import ABC, abstractmethod
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Callable
 
 from nccl_bench.comm.plan import InitPlan, InitTimings  # noqa: F401 (backends import InitPlan from here)
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.launch import node_name
+
+if TYPE_CHECKING:  # torch is loaded by the backends that use it, when they are made
+    import torch
 
 EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (bench's default -T)
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
@@ -48,10 +51,14 @@ class Communicator(ABC):
         self.rank = -1
         self.nranks = 0
         self.host = node_name()
-        self.device = torch.device("cpu")
+        self.device = self._initial_device()
         self.timings = InitTimings()
         self.ids_used = None  # bootstrap.IdExchange of the last init, when this side exchanged
         self.created = False
+
+    def _initial_device(self):
+        """The device before create() names one: the CPU, as torch names it."""
+        return _cpu()
 
     # --- lifecycle -------------------------------------------------------------
     @abstractmethod
@@ -106,10 +113,30 @@ class Communicator(ABC):
         """Block until enqueued work finished, or raise CommError / DeadlineExceeded."""
 
     # --- buffers and the fast launch path ---------------------------------------------
-    def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
-        """A zeroed benchmark buffer on this communicator's device (a backend may use its
-        library's own allocator, as nccl-tests uses ncclMemAlloc)."""
-        return torch.zeros(numel, dtype=dtype, device=self.device)
+    def alloc(self, numel: int, dtype) -> torch.Tensor:
+        """A zeroed benchmark buffer on this communicator's device, of a torch dtype or its name (a backend
+        may use its library's own allocator, as nccl-tests uses ncclMemAlloc)."""
+        import torch
+        return torch.zeros(numel, dtype=getattr(torch, dtype) if isinstance(dtype, str) else dtype, device=self.device)
+
+    # --- streams and events: the timed loop's, on GPU (None and no-ops on CPU) ---------------
+    def new_stream(self):
+        """A stream of this communicator's device for the timed loops; None on CPU."""
+        if self.device.type != "cuda":
+            return None
+        import torch
+        return torch.cuda.Stream(self.device)
+
+    def new_event(self, enable_timing: bool = False):
+        import torch
+        return torch.cuda.Event(enable_timing=enable_timing)
+
+    def on_stream(self, stream):
+        """Work that names no stream goes to `stream` meanwhile (torch's current stream)."""
+        if stream is None:
+            return contextlib.nullcontext()
+        import torch
+        return torch.cuda.stream(stream)
 
     def prepare(self, collective: str, send: torch.Tensor, recv: torch.Tensor, op: str | None = None,
                 root: int | None = None, to: int | None = None, frm: int | None = None,
@@ -152,6 +179,11 @@ class Communicator(ABC):
 # An exchange's `native` for rounds launched as PyTorch launches all_to_all_single with split sizes: each round's
 # sends and receives in one NCCL group, its own rank's among them (no copy-engine copy, as nccl-tests makes)
 ONE_GROUP = ("one group", None)
+
+
+def _cpu():
+    import torch
+    return torch.device("cpu")
 
 
 def own_copies(moves, rank: int, send: torch.Tensor, recv: torch.Tensor) -> list[tuple]:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 import time
 
-import torch
-
 from nccl_bench.comm import launchloop
 from nccl_bench.comm.ncclnames import NATIVE_SINCE, SYMBOLS, error_name, lib_error_name, load as _nccl
 from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import ONE_GROUP, Communicator, InitPlan, own_copies
+from nccl_bench.comm.nccldevice import DeviceSide
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
@@ -44,7 +43,7 @@ class _CheckedLoop:
                          f"iteration {e.iteration}; {c._last_error()}") from None
 
 
-class NcclCommunicator(Communicator):
+class NcclCommunicator(DeviceSide, Communicator):
     name = "nccl"
     needs_gpu = True
     supports_graphs = True
@@ -55,6 +54,10 @@ class NcclCommunicator(Communicator):
         self.comm = None
         self.blocking = False
         self._ops = None
+        self.gpu = None  # torch-free: the device's nccl_bench.core.cudadriver.Gpu; None: torch's
+
+    def _initial_device(self):
+        return None  # named by create()
 
     def new_id(self) -> bytes:
         return bytes(self.nc.get_unique_id())
@@ -87,8 +90,14 @@ class NcclCommunicator(Communicator):
     def create(self, plan: InitPlan, deadline: Deadline) -> None:
         nc = self.nc
         self.rank, self.nranks = plan.rank, plan.nranks
-        self.device = torch.device("cuda", plan.local_rank % max(torch.cuda.device_count(), 1))
-        torch.cuda.set_device(self.device)
+        if plan.torch_free:
+            from nccl_bench.core import cudadriver
+            self.gpu = cudadriver.local_gpu(plan.local_rank)
+            self.device = self.gpu.device
+        else:
+            import torch
+            self.device = torch.device("cuda", plan.local_rank % max(torch.cuda.device_count(), 1))
+            torch.cuda.set_device(self.device)
         for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
             if val:  # read by NCCL at each communicator's init
                 os.environ[var] = val
@@ -108,7 +117,6 @@ class NcclCommunicator(Communicator):
         if not self.blocking:
             self._settle("init", deadline)
         self.timings.create = time.perf_counter() - t0
-        self._stream = torch.cuda.current_stream(self.device)
         self.created = True
 
     def destroy(self) -> None:
@@ -150,7 +158,7 @@ class NcclCommunicator(Communicator):
                 child = NcclCommunicator()
                 child.comm, child.blocking, child._op_deadline = raw, self.blocking, deadline
                 child.rank, child.nranks, child.device = ranks.index(self.rank), len(ranks), self.device
-                child._stream, child.created = self._stream, True
+                child.gpu, child.created = self.gpu, True
             if not self.blocking:
                 (child or self)._settle("split", deadline)
             out.append(child)
@@ -186,20 +194,12 @@ class NcclCommunicator(Communicator):
     def exchange(self, send, recv, rounds, native=None):
         self.prepare("exchange", send, recv, rounds=rounds, native=native)()
 
-    def alloc(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
-        """ncclMemAlloc'd memory, as nccl-tests (>= 2.19) allocates its buffers: cuMem-backed, so NCCL
-        can register it, e.g. for collectives captured in CUDA graphs. Freed with the tensor."""
-        from nccl.core.interop.torch import empty
-        return empty(numel, dtype=dtype, device=self.device).zero_()
-
     def _calls(self, collective, send, recv, comm, op=None, root=None, to=None, frm=None, stream=None,
                rounds=None, native=None):
         """One launch as NCCL calls: [(nccl4py binding name, args)], resolved once (pointers,
         counts, dtype, op, stream); `comm` is the binding's Comm, or its address for C."""
-        from nccl.core.buffer import NcclBuffer
-        st = int((stream or torch.cuda.current_stream(self.device)).cuda_stream)
-        s, r = NcclBuffer(send), NcclBuffer(recv)
-        sp, rp, dt, sc, rc = s.ptr, r.ptr, int(s.dtype), int(s.count), int(r.count)
+        st = int((stream or self._current_stream()).cuda_stream)
+        (sp, dt, sc), (rp, _, rc) = self._buffer(send), self._buffer(recv)
         red = int(self._op(op)) if op is not None else 0
         if collective == "exchange" and native == ONE_GROUP:
             return self._round_calls(rounds, send, recv, sp, rp, dt, comm, st, own_in_group=True)
@@ -329,8 +329,8 @@ class NcclCommunicator(Communicator):
                 "max": self.nc.MAX, "avg": self.nc.AVG}[op]
 
     def wait(self, deadline: Deadline, op: str = "collective") -> None:
-        ev = torch.cuda.Event()
-        ev.record(torch.cuda.current_stream(self.device))
+        ev = self.new_event()
+        ev.record(self._current_stream())
         nb = self.nb
         spin_until = time.perf_counter() + _SPIN_S
         while not ev.query():

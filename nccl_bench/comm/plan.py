@@ -32,6 +32,9 @@ class InitPlan:
     # same-group (nccl_bench.comm.scenario): the process group this init belongs to; None: restart,
     # every init a new group on the same store.
     group: GroupSlot | None = None
+    # nccl: buffers, streams and events of the CUDA driver's own (nccl_bench.core.cudadriver), for a rank
+    # that loads no torch; else torch's
+    torch_free: bool = False
 
 
 @dataclass

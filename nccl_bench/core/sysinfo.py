@@ -45,14 +45,6 @@ def torch_reuses_unscoped_keys() -> dict:
 def nccl_info() -> dict:
     """NCCL version and library path (nccl4py's view when installed, else torch's)."""
     out = {"version": None, "path": None, "nccl4py": None}
-    if "torch" in sys.modules or nvidia_driver():  # without a GPU there is no NCCL to import torch for
-        try:
-            import torch
-            if torch.cuda.is_available():
-                v = torch.cuda.nccl.version()
-                out["version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-        except Exception:  # a torch without NCCL: the version is not known
-            pass
     try:
         from importlib.metadata import version
         out["nccl4py"] = version("nccl4py")
@@ -64,10 +56,20 @@ def nccl_info() -> dict:
         if vi.libnccl is not None:
             out["version"] = str(vi.libnccl.version)
             out["path"] = str(vi.libnccl.path) if vi.libnccl.path else None
-    except Exception:  # nccl4py's own lookup failed: the library is searched below
+    except Exception:  # nccl4py's own lookup failed: torch's view, and the library searched below
         pass
+    # torch's view only where nccl4py gave none (a rank without torch must not load it for a version), and
+    # with a GPU: without one there is no NCCL to import torch for
+    if out["version"] is None and ("torch" in sys.modules or nvidia_driver()):
+        try:
+            import torch
+            if torch.cuda.is_available():
+                v = torch.cuda.nccl.version()
+                out["version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:  # a torch without NCCL: the version is not known
+            pass
     if out["path"] is None:
-        out["path"] = _mapped_lib("libnccl")
+        out["path"] = mapped_lib("libnccl")
     return out
 
 
@@ -79,7 +81,8 @@ def nvidia_driver() -> bool:
         return False
 
 
-def _mapped_lib(name: str) -> str | None:
+def mapped_lib(name: str) -> str | None:
+    """The path of a library whose name holds `name`, where this process has it mapped; else None."""
     try:
         for line in Path("/proc/self/maps").read_text().splitlines():
             if name in line and "/" in line:

@@ -30,10 +30,22 @@ def die_with_parent() -> None:
 
 
 # How local ranks start: "forkserver" (default) forks each from a server process that imported
-# PRELOAD once; "exec" starts `python argv...` afresh per rank, as torchrun does.
+# PRELOAD once; "exec" starts `python argv...` afresh per rank, as torchrun does. A job without torch
+# (preload(True)) forks its ranks from the launcher itself where CUDA was never loaded here: nothing is
+# worth importing once in a server, and the ranks find the command's modules loaded (docs/validation.md).
 START_ENV = "NCCL_BENCH_RANK_START"
 PRELOAD = ("nccl_bench.job.serverside", "torch", "torch.distributed", "numpy", "nccl_bench.comm.base",
            "nccl_bench.job.store")
+# Ranks that load no torch (a --backend nccl bench): the server imports only our light modules. NCCL's
+# bindings and numpy load in each rank after the fork, while a thread of it initialises CUDA (which no process
+# may do before forking ranks that use it): the two overlap there, where here they would come one after the other.
+PRELOAD_TORCH_FREE = ("nccl_bench.job.serverside", "nccl_bench.job.ownstore", "nccl_bench.job.store",
+                      "nccl_bench.job.runner", "nccl_bench.comm.nccl")
+
+
+def preload(torch_free: bool) -> tuple[str, ...]:
+    """What the warm server imports once for the ranks."""
+    return PRELOAD_TORCH_FREE if torch_free else PRELOAD
 
 STOPS = {signal.SIGINT, signal.SIGTERM}  # blocked while the forkserver starts (self_launch)
 _stop_noted: int | None = None
@@ -120,7 +132,7 @@ def _sigint_deferred():
 
 
 def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
-                max_restarts: int = 0, failures: list | None = None) -> int:
+                max_restarts: int = 0, failures: list | None = None, preload: tuple[str, ...] = PRELOAD) -> int:
     """Run `python argv...` as `nranks` local ranks (nccl_bench.job.workers).
 
     Returns the job's exit code: 0 if every rank succeeded, 2 if any rank reported bad input, else 1
@@ -130,21 +142,22 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
     A `failures` list receives how each failed rank ended (rank, pid, exitcode, signal name or None).
     """
     _prepare_environment(env_extra)
-    warm = os.environ.get(START_ENV, "forkserver") == "forkserver" and argv[:1] == ["-m"]
+    start = _start_method(argv, preload)
+    warm = start == "forkserver"
     reaping.adopt_orphans()
     folder = os.path.dirname(os.environ[SAID_ENV])  # the run's own folder: the job store's address goes there too
     try:
         with _sigint_deferred():
             if warm:
-                _start_forkserver()
-        return _run(nranks, argv, warm, max_restarts, failures, folder)
+                _start_forkserver(preload)
+        return _run(nranks, argv, start, max_restarts, failures, folder)
     except KeyboardInterrupt:  # before the ranks started
         return interrupted()
     except Terminated:
         return terminated()
     finally:
         with _stops_ignored():  # a second Ctrl-C must not cut the reaping short: it is the stop under way
-            if warm:
+            if start != "exec":
                 stop_helpers(HELPERS_GRACE_S)
             reaping.reap_all(HELPERS_GRACE_S)
 
@@ -156,7 +169,18 @@ def _shutdown_grace() -> float:
         return SHUTDOWN_GRACE_S
 
 
-def _run(nranks: int, argv: list[str], warm: bool, max_restarts: int, failures: list | None, folder: str) -> int:
+def _start_method(argv: list[str], preload: tuple[str, ...]) -> str:
+    """"forkserver", "fork" (a job without torch, CUDA not loaded in this process) or "exec"."""
+    method = os.environ.get(START_ENV, "forkserver")
+    if method != "forkserver" or argv[:1] != ["-m"]:
+        return "exec"
+    from nccl_bench.core.sysinfo import mapped_lib
+    if preload == PRELOAD_TORCH_FREE and mapped_lib("libcuda.so") is None:  # a CUDA context does not survive fork
+        return "fork"
+    return method
+
+
+def _run(nranks: int, argv: list[str], start: str, max_restarts: int, failures: list | None, folder: str) -> int:
     """Start the ranks, watch them, stop them; again after a failure while restarts are left."""
     run_id, grace = str(uuid.uuid4()), _shutdown_grace()
     for restart in range(max_restarts + 1):
@@ -165,7 +189,7 @@ def _run(nranks: int, argv: list[str], warm: bool, max_restarts: int, failures: 
         try:
             workers.start(ranks, nranks, argv,
                           lambda r: workers.rank_env(r, nranks, run_id, restart, max_restarts, store_file),
-                          _rank_entry if warm else None)
+                          None if start == "exec" else _rank_entry, start)
             failed = workers.watch(ranks)
         except (KeyboardInterrupt, Terminated) as e:
             sig = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM
@@ -204,7 +228,7 @@ def _prepare_environment(env_extra: dict | None) -> None:
         os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
 
 
-def _start_forkserver() -> None:
+def _start_forkserver(preload: tuple[str, ...] = PRELOAD) -> None:
     """The warm server the ranks fork from: started now (the environment set), it imports torch while this
     process imports the launcher. It is born with SIGINT and SIGTERM blocked (a mask survives fork and exec),
     so a stop signal while it starts Python or imports torch neither ends it with a traceback nor before the
@@ -214,7 +238,7 @@ def _start_forkserver() -> None:
     would leave the launcher deaf to a Ctrl-C (docs/validation.md)."""
     import multiprocessing
     from multiprocessing import forkserver, resource_tracker
-    multiprocessing.set_forkserver_preload(list(PRELOAD))
+    multiprocessing.set_forkserver_preload(list(preload))
     resource_tracker.ensure_running()
     signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
     try:

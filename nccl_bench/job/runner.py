@@ -102,22 +102,24 @@ def say_starting(command: str, nranks: int, backend: str | None) -> None:
 
 
 def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: str | None = None,
-                   backend: str | None = None, **kw) -> int:
+                   backend: str | None = None, torch_free: bool = False, **kw) -> int:
     """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
     stem = logs.fix_stem(result, command_name(launch_argv), verbose)
     say_starting(command_name(launch_argv), nranks, backend)
-    code = launcher.self_launch(nranks, launch_argv, **kw)
+    code = launcher.self_launch(nranks, launch_argv, preload=launcher.preload(torch_free), **kw)
     if code == EXIT_FAILED and stem is not None:
         print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
     return code
 
 
 def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int],
-            store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None) -> int:
+            store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None,
+            torch_free: bool = False) -> int:
     """Self-launch `python launch_argv...` when no launcher started us; else run `worker` here.
 
     `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
     `result` is the command's result file when known: each rank's library log goes beside it.
+    `torch_free`: the worker loads no torch, so neither do the launch and the job store.
     """
     ident = launch.detect()
     if store_timeout is None:
@@ -127,7 +129,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
             # started seconds apart need
             store_timeout = min(store_timeout, max(opts.timeout, MIN_STORE_WAIT_S))
     if ident is None:
-        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, opts.backend,
+        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, opts.backend, torch_free,
                               max_restarts=max_restarts)
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
@@ -135,7 +137,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose, ident.run_id)
     from nccl_bench.job.store import JobStore
     try:
-        store = JobStore(ident, timeout=store_timeout)
+        store = JobStore(ident, timeout=store_timeout, torch_free=torch_free)
     except StoreUnreachable as e:
         if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
             print(f"error: {e}", file=sys.stderr)

@@ -1,9 +1,14 @@
-"""The job's own TCPStore, hosted by rank 0, and round-scoped barriers.
+"""The job's own store, hosted by rank 0, and round-scoped barriers.
 
 It is separate from any store PyTorch or the launcher creates. Under our self-launch rank 0
 binds an ephemeral port and writes it to the file the launcher named; under torchrun it
 publishes it through the launcher's rendezvous store; under Slurm or MPI rank 0 listens
 on MASTER_PORT. A single-node job binds loopback only.
+
+The store is c10d's TCPStore where the ranks load torch anyway (the gloo and torch backends build
+process groups on it); a job whose ranks load no torch (`torch_free`) gets the same calls from
+nccl_bench.job.ownstore instead. Under torchrun the launcher's own store is a TCPStore, so there the
+job store is one too.
 """
 from __future__ import annotations
 
@@ -12,8 +17,6 @@ import os
 import socket
 import time
 from datetime import timedelta
-
-import torch.distributed as dist
 
 from nccl_bench.core.errors import BarrierTimeout, StoreUnreachable
 from nccl_bench.core.launch import Identity
@@ -68,9 +71,10 @@ def _listen(addr: str, port: int) -> socket.socket:
 class JobStore:
     """Rank 0 hosts; every rank is a client. Keys are namespaced under `nb/<job>/`."""
 
-    def __init__(self, ident: Identity, timeout: float = 60.0):
+    def __init__(self, ident: Identity, timeout: float = 60.0, torch_free: bool = False):
         self.ident = ident
         self.timeout = timeout
+        self.torch_free = torch_free and not ident.agent_store
         self._sock = None
         self.server = None
         addr, port = self._locate()
@@ -78,8 +82,8 @@ class JobStore:
             raise StoreUnreachable(f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
                                    "(master address unreachable?)")
         try:
-            self.raw = dist.TCPStore(addr, port, None, False, _td(timeout), use_libuv=True)
-        except Exception as e:  # TCPStore's errors (timeout, refused) say the store is unreachable
+            self.raw = self._client(addr, port, timeout)
+        except Exception as e:  # the store's errors (timeout, refused) say it is unreachable
             raise StoreUnreachable(
                 f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
                 f"(master address unreachable?): {e.__class__.__name__}") from None
@@ -115,11 +119,19 @@ class JobStore:
             self._serve(bind, ident.master_port)
         return addr, ident.master_port
 
+    def _client(self, addr: str, port: int, timeout: float):
+        if self.torch_free:
+            from nccl_bench.job.ownstore import StoreClient
+            return StoreClient(addr, port, timeout)
+        import torch.distributed as dist
+        return dist.TCPStore(addr, port, None, False, _td(timeout), use_libuv=True)
+
     def _agent_store(self):
         i = self.ident
         if not _reachable(i.master_addr, i.master_port, self.timeout):
             raise StoreUnreachable(f"cannot reach the launcher's store at {i.master_addr}:{i.master_port} "
                                    f"within {self.timeout:g}s (master address unreachable?)")
+        import torch.distributed as dist
         try:
             return dist.TCPStore(i.master_addr, i.master_port, None, False, _td(self.timeout), use_libuv=True)
         except Exception as e:  # TCPStore's errors say the launcher's store is unreachable
@@ -132,9 +144,14 @@ class JobStore:
         except OSError as e:
             raise StoreUnreachable(f"rank 0 cannot listen on {bind}:{port}: {e.strerror}") from None
         port = self._sock.getsockname()[1]
+        self.listen_port = port
+        if self.torch_free:
+            from nccl_bench.job.ownstore import StoreServer
+            self.server, self._sock = StoreServer(self._sock), None  # the server owns the listening socket now
+            return
+        import torch.distributed as dist
         self.server = dist.TCPStore(bind, port, None, True, _td(self.timeout), wait_for_workers=False,
                                     master_listen_fd=self._sock.fileno(), use_libuv=True)
-        self.listen_port = port
         self._sock.detach()  # the store owns the listening socket now
 
     # --- barriers and gathers ------------------------------------------------------
@@ -179,8 +196,11 @@ class JobStore:
         return GroupStore(self, name, ranks)
 
     def close(self) -> None:
+        for part in (self.raw, self.server):
+            if self.torch_free and part is not None:
+                part.close()
         self.raw = None
-        self.server = None  # dropping the server closes its socket
+        self.server = None  # dropping a TCPStore server closes its socket
 
 
 class GroupStore:

@@ -63,16 +63,25 @@ class Rank:
 
 
 def start(ranks: list[Rank], nranks: int, argv: list[str], env_of: Callable[[int], dict],
-          target: Callable | None) -> None:
+          target: Callable | None, method: str = "forkserver") -> None:
     """Every rank started into `ranks` (each as soon as it runs, so that a stop meanwhile finds it): forked
-    from the warm server running `target(env, argv)` when given, else `python argv...` with the
-    environment added."""
+    (from the warm server, or with `method` "fork" from this process) running `target(env, argv)` when
+    given, else `python argv...` with the environment added. A rank forked from here is born with SIGINT
+    and SIGTERM blocked, as the server's are (nccl_bench.job.launcher.run_module unblocks them)."""
     if target is not None:
         import multiprocessing
-        ctx = multiprocessing.get_context("forkserver")
+        ctx = multiprocessing.get_context(method)
+        stops = {signal.SIGINT, signal.SIGTERM}
         for r in range(nranks):
             p = ctx.Process(target=target, args=(env_of(r), list(argv)), name=f"rank{r}")
-            p.start()
+            if method == "fork":
+                signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+                try:
+                    p.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+            else:
+                p.start()
             ranks.append(Rank(r, p))
     else:
         for r in range(nranks):

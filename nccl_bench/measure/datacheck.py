@@ -40,8 +40,20 @@ def reduced(start: int, length: int, op: str, nranks: int, device) -> torch.Tens
     return acc.double() / nranks if op == "avg" else acc
 
 
+def _kernels(t):
+    """The CUDA kernels for an array of the driver's own (a rank without torch), else None: torch's ops."""
+    from nccl_bench.core.cudadriver import DeviceArray
+    if isinstance(t, DeviceArray):
+        from nccl_bench.measure import datakernels
+        return datakernels.for_gpu(t.gpu)
+    return None
+
+
 def fill(t, rank: int, op: str, nranks: int) -> None:
     """Write rank `rank`'s input into tensor `t` (any dtype), chunk by chunk."""
+    kernels = _kernels(t)
+    if kernels is not None:
+        return kernels.fill(t, rank, op, nranks)
     for a in range(0, t.numel(), CHUNK):
         b = min(a + CHUNK, t.numel())
         t[a:b].copy_(pattern(rank, a, b - a, op, nranks, t.device))
@@ -56,6 +68,9 @@ def expected(seg: Segment, a: int, b: int, op: str, nranks: int, device):
 
 def count_wrong(recv, segments: list[Segment], op: str, nranks: int) -> int:
     """Elements of `recv` that differ from the expected values (a tolerance only for avg)."""
+    kernels = _kernels(recv)
+    if kernels is not None:
+        return kernels.count_wrong(recv, segments, op, nranks)
     import torch
     wrong = 0
     for seg in segments:

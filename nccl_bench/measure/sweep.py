@@ -22,8 +22,6 @@ import contextlib
 import sys
 import time
 
-import torch
-
 from nccl_bench.core import markers, stats
 from nccl_bench.measure.collectives import Collective, Layout
 from nccl_bench.measure.datacheck import count_wrong, fill
@@ -32,6 +30,7 @@ from nccl_bench.records.bench import PLACES, BenchRow, Placement
 from nccl_bench.measure import tail
 from nccl_bench.measure.sweepplan import SweepPlan
 from nccl_bench.measure.timing import seconds_per_op
+from nccl_bench.measure.vocabulary import ELEMENT_BYTES
 
 
 def aggregate(values: list[float], how: str) -> float:
@@ -111,10 +110,10 @@ class Sweep:
         self.job, self.comm, self.coll, self.plan, self.tag = job, comm, coll, plan, tag
         self.census = census  # a core.threads.Census: what else ran while the loops were timed (-I)
         self.progress = progress and job.rank == 0
-        self.stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
+        self.stream = comm.new_stream()  # None on CPU
         self.token = None  # _line_up's tensor
-        self.dtype = getattr(torch, plan.dtype)
-        elt = torch.empty((), dtype=self.dtype).element_size()
+        self.dtype = plan.dtype  # torch's name: the communicator allocates (a tensor, or the driver's array)
+        elt = ELEMENT_BYTES[plan.dtype]
         layouts = [coll.layout(s, elt, job.nranks, job.rank) for s in plan.sizes]
         self.layouts = [lay for lay in layouts if lay.send and lay.recv]  # nothing to move: no row
         warm = [coll.layout(s, elt, job.nranks, job.rank) for s in warm_up_sizes(plan.sizes)]
@@ -136,7 +135,7 @@ class Sweep:
         """The line-up's first half: its all_reduce launched and, on GPU, `gate` (a CUDA event) recorded
         after it, for the timed loop to leave on from its own first call (timing.seconds_per_op)."""
         if self.token is None:
-            self.token = torch.zeros(1, dtype=torch.float32, device=self.comm.device)
+            self.token = self.comm.alloc(1, "float32")
         self.comm.all_reduce(self.token, self.token, "sum")
         if gate is not None:
             gate.record(self.stream)
@@ -176,7 +175,7 @@ class Sweep:
         was idle pays once, a few milliseconds into its work, and that launch must not be a timed one
         (docs/validation.md). Every rank runs as many rounds as the slowest wants, agreed by an all_reduce of
         "done" votes: a rank alone in an extra round would hang."""
-        vote = torch.zeros(1, dtype=torch.float32, device=self.comm.device)
+        vote = self.comm.alloc(1, "float32")
         while True:
             vote.fill_(float(time.perf_counter() - started >= self.plan.timing.warmup_ms / 1e3))
             self.comm.all_reduce(vote, vote, "sum")
@@ -208,7 +207,7 @@ class Sweep:
             send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
             with self.census.span() if self.census is not None else contextlib.nullcontext():
                 t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream,
-                                   self._line_up, self._arrive)
+                                   self._line_up, self._arrive, self.comm.new_event)
             mine["time"].append(t.seconds)
             mine["host"].append(t.host_seconds)
             mine["per_iter"].append(t.per_iter)
@@ -259,10 +258,7 @@ class Sweep:
                 on_row(row)
 
         with markers.span("collective", collective=self.coll.name, run=self.tag):
-            if self.stream is not None:
-                with torch.cuda.stream(self.stream):
-                    self._measure(emit)
-            else:
+            with self.comm.on_stream(self.stream):
                 self._measure(emit)
         return done
 

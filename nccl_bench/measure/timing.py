@@ -71,7 +71,7 @@ class Timing(NamedTuple):
 
 def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
                    stream=None, line_up: Callable[[], None] = lambda: None,
-                   arrive: Callable[[object], None] | None = None) -> Timing:
+                   arrive: Callable[[object], None] | None = None, new_event: Callable[..., object] | None = None) -> Timing:
     """Time one collective. `make_loop(stream)` returns its launch loop (run(first, n) -> host
     seconds, one operation per step); `wait()` blocks until done; `line_up()` returns on every rank
     at once (a barrier). `arrive(event)`, where given, is the barrier's first half on GPU: it launches
@@ -79,14 +79,16 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
     first call (a gate on `event`), so that nothing of the interpreter's lies between a rank's exit
     and its first launch.
 
-    `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU.
+    `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU;
+    `new_event(enable_timing)` makes the events (default torch.cuda.Event; the communicator's, which for a
+    rank without torch are the CUDA driver's own).
     """
     loop = make_loop(stream)
     eager = stream is not None and not plan.graph_replays
     gated = eager and arrive is not None and not plan.blocking
     # The events (and their hooks) are made before the sync launch: the GPU and the host come out of the
     # wait straight into the loop, as nccl-tests' do (made after it, they slowed -I's first iteration)
-    events = _Events(loop, plan, stream, gated) if eager else None
+    events = _Events(loop, plan, stream, gated, new_event) if eager else None
     loop.run(0, 1)  # nccl-tests' sync launch
     wait()
     if gated:
@@ -143,12 +145,13 @@ class _Events:
     """CUDA events around the loop (and after each iteration with -I), each made by a first record
     (torch makes the CUDA event then), with the loop's hooks that record them again from C."""
 
-    def __init__(self, loop, plan: TimingPlan, stream, gated: bool = False):
-        import torch
-        self.start, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        self.marks = [self.start] + ([torch.cuda.Event(enable_timing=True) for _ in range(plan.iters)]
-                                     if plan.per_iter else [])
-        self.gate = torch.cuda.Event() if gated else None  # the line-up's end: the loop leaves on it
+    def __init__(self, loop, plan: TimingPlan, stream, gated: bool = False, new_event=None):
+        if new_event is None:
+            import torch
+            new_event = lambda enable_timing=False: torch.cuda.Event(enable_timing=enable_timing)  # noqa: E731
+        self.start, self.end = (new_event(True) for _ in range(2))
+        self.marks = [self.start] + ([new_event(True) for _ in range(plan.iters)] if plan.per_iter else [])
+        self.gate = new_event() if gated else None  # the line-up's end: the loop leaves on it
         for e in (*self.marks, self.end, *([self.gate] if gated else [])):  # made now, whatever records them later
             e.record(stream)
         if not plan.blocking:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from nccl_bench.core.dtypes import ELEMENT_BYTES
 from nccl_bench.core.errors import UsageError
 
 # nccl-tests' type names (and common aliases) -> torch dtype name
@@ -12,10 +13,9 @@ DTYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "i
           "int64": "int64", "half": "float16", "float16": "float16", "fp16": "float16",
           "float": "float32", "float32": "float32", "fp32": "float32", "double": "float64",
           "float64": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-ELEMENT_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "float64": 8,
-                 "bfloat16": 2}  # per torch dtype name: sizes are checked before torch loads
 TYPE_NAMES = {"int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "float16": "half",
               "float32": "float", "float64": "double", "bfloat16": "bfloat16"}
+__all__ = ["DTYPES", "ELEMENT_BYTES", "TYPE_NAMES", "OPS", "ALL_TYPES", "FLOATING", "parse_size", "MAX_SIZE"]
 OPS = ("sum", "prod", "min", "max", "avg")
 ALL_TYPES = ("int8", "uint8", "int32", "int64", "half", "float", "double", "bfloat16")  # -d all (nccl-tests' names)
 FLOATING = ("float16", "float32", "float64", "bfloat16")

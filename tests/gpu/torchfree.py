@@ -1,0 +1,142 @@
+"""The torch-free `--backend nccl` rank on this machine's GPUs (issue 59), in one call:
+
+    python3 tests/gpu/torchfree.py [BEFORE_TREE]
+
+1. kernels: the data check's CUDA kernels (nccl_bench.measure.datakernels) against torch's datacheck, element
+   for element, every type and reduction: what fill writes, and count_wrong finding 0 on right data and
+   every element on data of another rank;
+2. imports: a bench under PYTHONPROFILEIMPORTTIME=1 (every process of it: launcher, warm server, ranks):
+   no line imports torch;
+3. results: every collective, -d all -o all, checked (-c 1), torch-free and on torch's buffers (-M 1 keeps
+   torch): exit 0 and no wrong value either way;
+4. first row: `bench -b 8 -e 8 -n 1 -w 0` timed from outside, torch-free then torch's (-M 1), then
+   BEFORE_TREE's (a checkout of the commit before), alternated 3 times.
+Logs and JSON under $OUT; the table last.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from startup import OUT, med, timed  # noqa: E402
+
+FIRST = ["-b", "8", "-e", "8", "-n", "1", "-w", "0"]
+BENCH = [sys.executable, "-m", "nccl_bench", "bench", "--backend", "nccl"]
+TORCH_LINE = re.compile(r"\|\s*torch(\.|$)")
+
+
+def kernels() -> dict:
+    import torch
+    from nccl_bench.core import cudadriver
+    from nccl_bench.core.cudadriver import DeviceArray
+    from nccl_bench.measure import datacheck, datakernels
+    from nccl_bench.measure.collectives import ALL, Segment
+    from nccl_bench.measure.vocabulary import ELEMENT_BYTES, FLOATING
+    torch.cuda.set_device(0)
+    torch.zeros(1, device="cuda")  # torch's context first: the driver's arrays share the primary context
+    gpu = cudadriver.gpu(0)
+    k = datakernels.for_gpu(gpu)
+    n, nranks, bad = 100_003, 4, []
+    for dtype in ELEMENT_BYTES:
+        for op in ("sum", "prod", "min", "max", "avg"):
+            if op == "avg" and dtype not in FLOATING:
+                continue
+            arr = DeviceArray.allocate(gpu, n, dtype, cudadriver.mem_alloc, cudadriver.mem_free)
+            ref = torch.zeros(n, dtype=getattr(torch, dtype), device="cuda")
+            k.fill(arr, 2, op, nranks)
+            datacheck.fill(ref, 2, op, nranks)
+            torch.cuda.synchronize()
+            got = torch.empty_like(ref)
+            gpu.current.synchronize()
+            cudadriver.call("cuMemcpy", ctypes.c_uint64(got.data_ptr()), ctypes.c_uint64(arr.data_ptr()),
+                            ctypes.c_size_t(n * arr.element_size()))
+            if not torch.equal(got, ref):
+                bad.append(f"fill {dtype} {op}: {int((got != ref).sum())} differ")
+            right = k.count_wrong(arr, [Segment(0, n, 2)], op, nranks)
+            other = k.count_wrong(arr, [Segment(0, n, 1)], op, nranks)
+            # the reduction: torch's expected values copied in, then checked by the kernel
+            want = datacheck.reduced(0, n, op, nranks, "cuda").to(ref.dtype)
+            cudadriver.call("cuMemcpy", ctypes.c_uint64(arr.data_ptr()), ctypes.c_uint64(want.data_ptr()),
+                            ctypes.c_size_t(n * arr.element_size()))
+            torch.cuda.synchronize()
+            reduced = k.count_wrong(arr, [Segment(0, n, ALL)], op, nranks)
+            ref_other = datacheck.count_wrong(ref, [Segment(0, n, 1)], op, nranks)
+            if right or reduced or other != ref_other or (op != "prod" and other == 0):
+                bad.append(f"check {dtype} {op}: right {right}, reduced {reduced}, other {other} (torch {ref_other})")
+    return {"bad": bad}
+
+
+def imports(log: Path) -> dict:
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    with open(log, "w") as err:
+        proc = subprocess.run(BENCH + FIRST + ["--verbose"], env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                              timeout=300)
+    lines = log.read_text().splitlines()
+    torch_lines = [ln for ln in lines if TORCH_LINE.search(ln)]
+    return {"exit": proc.returncode, "import_lines": len(lines), "torch_lines": len(torch_lines),
+            "first_torch": torch_lines[:3]}
+
+
+def results(extra: list[str], name: str) -> dict:
+    cmd = BENCH + ["--collective", "all", "-d", "all", "-o", "all", "-b", "8", "-e", "1M", "-f", "32", "-n", "2",
+                   "-w", "1", "-c", "1", "-J", str(OUT / f"results_{name}.json")] + extra
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    (OUT / f"results_{name}.log").write_text(proc.stdout[-20000:] + "\n--- stderr\n" + proc.stderr[-5000:])
+    m = re.search(r"Out of bounds values : (\d+)", proc.stdout)
+    rows = len(re.findall(r"^\s+\d+\s+\d+\s+\w+\s+\w+", proc.stdout, re.M))
+    return {"exit": proc.returncode, "wrong": int(m.group(1)) if m else None, "rows": rows}
+
+
+def first_rows(before: str | None) -> list[dict]:
+    tools = [("torch-free", BENCH + FIRST, None), ("torch (-M 1)", BENCH + FIRST + ["-M", "1"], None)]
+    if before:
+        tools.append(("before", BENCH + FIRST, before))
+    rows = []
+    for rep in range(3):
+        for name, cmd, cwd in tools:
+            r = timed(cmd, cwd=cwd, env=dict(os.environ))
+            rows.append({"tool": name, "rep": rep, **r})
+            print(f"first row {name:14s} rep {rep}: row {r['first_row_s']}, exit {r['exit_s']:.2f} s "
+                  f"(code {r['exit']})", flush=True)
+    return rows
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    before = sys.argv[1] if len(sys.argv) > 1 else None
+    report: dict = {}
+    try:
+        report["kernels"] = kernels()
+    except Exception as e:  # the table says what broke; the other sections still run
+        report["kernels"] = {"error": f"{type(e).__name__}: {e}"}
+    print("kernels:", report["kernels"], flush=True)
+    report["imports"] = imports(OUT / "imports.log")
+    print("imports:", report["imports"], flush=True)
+    report["results"] = {"torch-free": results([], "torchfree"), "torch (-M 1)": results(["-M", "1"], "torch")}
+    print("results:", report["results"], flush=True)
+    report["first"] = first_rows(before)
+    (OUT / "torchfree.json").write_text(json.dumps(report, indent=1))
+    k = report["kernels"]
+    print("\n| check | outcome |\n|---|---|")
+    print(f"| kernels vs torch's datacheck | {k.get('error') or ('%d bad: %s' % (len(k['bad']), k['bad'][:3]) if k['bad'] else 'all equal')} |")
+    i = report["imports"]
+    print(f"| imports under PYTHONPROFILEIMPORTTIME | exit {i['exit']}, {i['import_lines']} lines, {i['torch_lines']} of torch |")
+    for name, r in report["results"].items():
+        print(f"| every collective -d all -o all, {name} | exit {r['exit']}, {r['rows']} rows, wrong {r['wrong']} |")
+    for name in dict.fromkeys(r["tool"] for r in report["first"]):
+        mine = [r for r in report["first"] if r["tool"] == name]
+        print(f"| first row / exit, {name} | {med(r['first_row_s'] for r in mine)} / "
+              f"{med(r['exit_s'] for r in mine):.2f} s (median of {len(mine)}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
