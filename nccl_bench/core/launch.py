@@ -167,3 +167,10 @@ def describe(env=None) -> str:
     if ident is None:
         return "none (self-launch: nccl_bench's own launcher, one node)"
     return f"{ident.launcher} (rank {ident.rank} of {ident.world_size})"
+
+
+def self_launched(ident: Identity | None) -> bool:
+    """Whether this process is a rank that a launcher of ours started: that launcher ran the same command and
+    proved its outputs writable and its sizes fitting before it started any rank."""
+    from nccl_bench import SELF_LAUNCH_ENV
+    return ident is not None and bool(os.environ.get(SELF_LAUNCH_ENV))

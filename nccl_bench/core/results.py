@@ -35,8 +35,8 @@ def check_writable(path: str | Path | None, option: str = "--json", kind: str | 
     exists, and a placeholder made there is removed again. No path but a `kind`: the default folder
     (results/runs/), made if missing, proven the same way."""
     if path is None:
-        if kind is not None:
-            check_folder(default_path(kind).parent, f"the default folder for {kind} results", make=True)
+        if kind is not None:  # the folder alone: the file's name asks NVML for the machine, at the start of every command
+            check_folder(RUNS, f"the default folder for {kind} results", make=True)
         return
     p = Path(path)
     if p.is_dir():

@@ -174,10 +174,23 @@ def _start_method(argv: list[str], preload: tuple[str, ...]) -> str:
     method = os.environ.get(START_ENV, "forkserver")
     if method != "forkserver" or argv[:1] != ["-m"]:
         return "exec"
-    from nccl_bench.core.sysinfo import mapped_lib
-    if preload == PRELOAD_TORCH_FREE and mapped_lib("libcuda.so") is None:  # a CUDA context does not survive fork
+    if preload == PRELOAD_TORCH_FREE and not _cuda_started():  # CUDA's state does not survive a fork
         return "fork"
     return method
+
+
+def _cuda_started() -> bool:
+    """Whether this process initialised CUDA (a GPU count through the driver does): libcuda loaded is not
+    enough, its cuCtxGetCurrent must not answer CUDA_ERROR_NOT_INITIALIZED."""
+    from nccl_bench.core.sysinfo import mapped_lib
+    path = mapped_lib("libcuda.so")
+    if path is None:
+        return False
+    try:
+        handle = ctypes.c_void_p()
+        return ctypes.CDLL(path).cuCtxGetCurrent(ctypes.byref(handle)) != 3  # CUDA_ERROR_NOT_INITIALIZED
+    except (OSError, AttributeError):
+        return True  # not known: the warm server, which never loads CUDA itself
 
 
 def _run(nranks: int, argv: list[str], start: str, max_restarts: int, failures: list | None, folder: str) -> int:
