@@ -175,6 +175,9 @@ CHECKS = [
     # script checks: what needs more than one command of ours (a job of its own, nccl-tests built beside us)
     GpuCheck("replay-fsdp", 1, 560, "an FSDP2 job's dumps and traces replayed: rows of 1 MiB or more within "
              "0.8-1.25 x the job's time, 0 wrong", script="replay.sh", expect="verdict-line"),
+    GpuCheck("bench-torch-free", 2, 420, "a --backend nccl bench imports torch in no process; its data check's kernels "
+             "equal torch's; every collective, type and reduction exact, without torch and on torch's buffers",
+             script="torchfree.sh", expect="verdict-line"),
     GpuCheck("beside-nccl-tests", 2, 560, "small and large sizes alone, alternated with nccl-tests 3 times: the "
              "ratio of medians within the targets (needs .nccltests/ carried)", script="trust.sh",
              expect="verdict-line", env={"CALL": "alone"}),

@@ -11,7 +11,8 @@
    torch): exit 0 and no wrong value either way;
 4. first row: `bench -b 8 -e 8 -n 1 -w 0` timed from outside, torch-free then torch's (-M 1), then
    BEFORE_TREE's (a checkout of the commit before), alternated 3 times.
-Logs and JSON under $OUT; the table last.
+Logs and JSON under $OUT; the table, then the verdict line (`TORCH FREE: PASS` or `FAIL` and why) for the
+release's checks (tests/gpu_checks.py, `bench-torch-free`); the timing is shown, not judged.
 """
 from __future__ import annotations
 
@@ -135,7 +136,20 @@ def main() -> int:
         mine = [r for r in report["first"] if r["tool"] == name]
         print(f"| first row / exit, {name} | {med(r['first_row_s'] for r in mine)} / "
               f"{med(r['exit_s'] for r in mine):.2f} s (median of {len(mine)}) |")
-    return 0
+    why = verdict(report)
+    print(f"\nTORCH FREE: {'FAIL ' + why if why else 'PASS'}")
+    return 1 if why else 0
+
+
+def verdict(report: dict) -> str:
+    """'' when the kernels equal torch's check, no process imported torch and every result is exact; else why not."""
+    k, i = report["kernels"], report["imports"]
+    if k.get("error") or k.get("bad"):
+        return f"kernels: {k.get('error') or k['bad'][:2]}"
+    if i["exit"] or i["torch_lines"]:
+        return f"imports: exit {i['exit']}, {i['torch_lines']} lines import torch ({i['first_torch'][:1]})"
+    bad = [f"{n}: exit {r['exit']}, wrong {r['wrong']}" for n, r in report["results"].items() if r["exit"] or r["wrong"] != 0]
+    return "; ".join(bad)
 
 
 if __name__ == "__main__":
