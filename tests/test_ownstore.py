@@ -50,10 +50,12 @@ def test_the_calls_the_job_makes(served):
 def test_a_wait_ends_when_another_client_sets_the_key(served):
     _, client = served
     a, b = client(), client()
-    threading.Timer(0.2, b.set, ("late", b"1")).start()
+    setter = threading.Timer(0.2, b.set, ("late", b"1"))
+    setter.start()
     t0 = time.monotonic()
     a.wait(["late"], 5.0)
     assert time.monotonic() - t0 < 2.0
+    setter.join()  # its answer read before the clients close
 
 
 def test_a_wait_that_runs_out_raises_and_the_connection_goes_on(served):
