@@ -1,7 +1,7 @@
 """The launcher of our own: with no launcher in the environment, a command runs `nranks` local ranks
 (nccl_bench.job.workers: torchrun's environment, without importing torch here), forked from a warm server
-that imports what the ranks need once while this process goes on; and how a rank started that way runs
-its module and ends."""
+that imports what the ranks need once while this process goes on (or, for ranks that load no torch, from this
+process itself); and how a rank started that way runs its module and ends."""
 from __future__ import annotations
 
 import contextlib
