@@ -29,7 +29,7 @@ def gpu_count() -> int:
     launches the ranks, and importing torch for that cost every command seconds. Without CUDA_VISIBLE_DEVICES,
     the GPUs' device nodes (/dev/nvidiaN: a container holds those of its own GPUs); else, or where there are
     none to count, the CUDA driver itself (cuDeviceGetCount honours the variable, as torch's count does), whose
-    cuInit costs a third of a second that the ranks' start would wait for (docs/validation.md)."""
+    cuInit the ranks' start would wait for (docs/validation.md)."""
     if not nvidia_driver():
         return 0
     if "CUDA_VISIBLE_DEVICES" not in os.environ:

@@ -1,7 +1,7 @@
 """A GPU without torch: the CUDA driver (libcuda, through ctypes) for what a `--backend nccl` bench rank
 needs: a device's primary context, streams, timing events, and device arrays with the part of a tensor's
-interface the sweep uses (slices, numel, element_size, data_ptr, zero_, fill_, item). Importing torch
-costs a rank seconds before its first row; this costs milliseconds. Memory comes from the caller's
+interface the sweep uses (slices, numel, element_size, data_ptr, zero_, fill_, item), without importing
+torch before the first row (docs/validation.md has what that cost). Memory comes from the caller's
 allocator (the nccl backend's is ncclMemAlloc, as nccl-tests allocates).
 
 Every call runs in this process's current context (`Gpu.use`), which the CUDA runtime inside NCCL adopts
@@ -93,12 +93,6 @@ class Gpu:
         """sm_XY, from the compute capability."""
         return f"sm_{self.attribute(75)}{self.attribute(76)}"  # COMPUTE_CAPABILITY_MAJOR, _MINOR
 
-    def memory(self) -> tuple[int, int]:
-        """(free, total) bytes of device memory."""
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        call("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
-        return free.value, total.value
-
     def new_stream(self) -> "Stream":
         handle = ctypes.c_void_p()
         call("cuStreamCreate", ctypes.byref(handle), _CU_STREAM_NON_BLOCKING)
@@ -122,7 +116,6 @@ def mem_free(ptr: int) -> None:
 
 _GPUS: dict[int, Gpu] = {}
 _MAKING = threading.Lock()
-_EARLY: list[int] = []  # init_early's local rank, once started
 
 
 def gpu(index: int) -> Gpu:
@@ -141,13 +134,9 @@ def local_gpu(local_rank: int) -> Gpu:
 
 
 def init_early(local_rank: int) -> None:
-    """Start CUDA (cuInit, the primary context: most of a second) for `local_rank` in a thread, while this
-    thread goes on importing NCCL's bindings; a driver call releases the interpreter's lock meanwhile.
-    Whatever fails there is raised again where the GPU is asked for (gpu()). Once per process."""
-    if _EARLY:
-        return
-    _EARLY.append(local_rank)
-
+    """Start CUDA (cuInit, the primary context) for `local_rank` in a thread, while this thread goes on
+    importing NCCL's bindings; a driver call releases the interpreter's lock meanwhile. Whatever fails there
+    is raised again where the GPU is asked for (gpu())."""
     def make():
         try:
             local_gpu(local_rank)
@@ -245,9 +234,6 @@ class DeviceArray:
 
     def data_ptr(self) -> int:
         return self._memory.ptr + self._offset * ELEMENT_BYTES[self.dtype]
-
-    def is_floating_point(self) -> bool:
-        return self.dtype.startswith(("float", "bfloat"))
 
     def __getitem__(self, key: slice) -> "DeviceArray":
         if not isinstance(key, slice) or key.step not in (None, 1):

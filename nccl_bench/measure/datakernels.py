@@ -1,7 +1,7 @@
 """The data check on the GPU without torch: nccl_bench.measure.datacheck's pattern and expected results as
 CUDA kernels (fill, and count the elements that differ), as nccl-tests has kernels of its own. Compiled by
 NVRTC once per GPU architecture and source into the cache folder (the compiled launch loop's), then
-loaded from there in milliseconds; the values are datacheck's, element for element.
+loaded from there; the values are datacheck's, element for element.
 """
 from __future__ import annotations
 
@@ -137,7 +137,6 @@ class Kernels:
         image = self._cached(gpu.arch())
         self._module = ctypes.c_void_p()
         call("cuModuleLoadData", ctypes.byref(self._module), image)
-        self._image = image  # the module holds none of it, but keep what was loaded while it is
         self._functions: dict[str, ctypes.c_void_p] = {}
         self._wrong = cudadriver.mem_alloc(8)  # the count of wrong elements, on the device
 
