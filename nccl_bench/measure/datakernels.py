@@ -14,6 +14,7 @@ import sys
 from nccl_bench.comm.launchloop import cache_dir
 from nccl_bench.core import cudadriver
 from nccl_bench.core.cudadriver import DeviceArray, call
+from nccl_bench.core.errors import UsageError
 from nccl_bench.measure.collectives import Segment
 from nccl_bench.measure.datacheck import CHUNK
 
@@ -88,7 +89,8 @@ KERNELS(bfloat16, unsigned short, BF, bf2f, 7.8125e-03)
 
 
 def _nvrtc():
-    """libnvrtc: the system's, else the one a CUDA wheel (nvidia-cuda-nvrtc, torch's) installed."""
+    """libnvrtc: the system's, else the one a CUDA wheel (nvidia-cuda-nvrtc, torch's) installed; bad input
+    (exit 2, one line) where there is none."""
     for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"):
         try:
             return ctypes.CDLL(name)
@@ -101,7 +103,8 @@ def _nvrtc():
                     return ctypes.CDLL(path)
                 except OSError:
                     continue
-    raise cudadriver.CudaError("no libnvrtc found (install nvidia-cuda-nvrtc) to compile the data check")
+    raise UsageError("the data check's kernels need NVRTC and no libnvrtc was found: install CUDA's or "
+                     "`pip install nvidia-cuda-nvrtc`, or run with -c 0")
 
 
 def _compile(arch: str) -> bytes:
