@@ -68,6 +68,8 @@ def judge_bench_exact(check, argv, out) -> str:
         assert {r["collective"] for r in rows} == fit
         # NCCL's word for the algorithm it used, "p2p" for point-to-point, None where not reported
         assert all(r["algo_confirmed"] in (None, "p2p") or r["algo_confirmed"].lower() == r["algo"] for r in rows)
+        # recorded at every size's sync launch: each row of a collective NCCL picks an algorithm for has it
+        assert all(r["algo_confirmed"] for r in rows if collectives.get(r["collective"]).nccl_name is not None)
     return f"{len(rows)} rows, 0 wrong"
 
 

@@ -138,6 +138,27 @@ def test_torch_free_type_tables_match_torch():
         assert torch.empty((), dtype=getattr(torch, name)).element_size() == size, name
 
 
+def test_a_small_sweep_without_torch_fits_any_gpu_unasked():
+    """The check's kernels keep no temporaries: a first-row sweep's need is its buffers, small enough that NVML
+    is not asked (why_not answers without it); torch's check adds its temporaries and is asked."""
+    from nccl_bench.measure import datacheck, fits
+    buffers = fits.need_bytes(["all_reduce"], 8, ["float"], 2, check_temporaries=False)
+    assert buffers == 16
+    assert fits.need_bytes(["all_reduce"], 8, ["float"], 2) == buffers + 4 * datacheck.CHUNK * 8
+    assert fits.why_not("nccl", buffers, 2) is None and buffers <= fits.FITS_ANY_GPU
+
+
+def test_each_bench_communicator_exchanges_ids_in_a_namespace_of_its_own():
+    """--algo ring,tree or several --init: the second communicator's rank must not read the first one's ID under
+    keys PyTorch reuses (the torch backend's second init failed with ncclRemoteError on 2 x H200)."""
+    from types import SimpleNamespace
+    from nccl_bench.bench.worker import _plan
+    job = SimpleNamespace(rank=0, nranks=2, store=None, namespace="bench", ident=SimpleNamespace(local_rank=0))
+    o = BenchOptions(job=JobOptions(backend="gloo"), algos=["ring", "tree"])
+    spaces = {_plan(job, o, "regular", algo, n).namespace for n, algo in enumerate(["ring", "tree"], 1)}
+    assert len(spaces) == 2
+
+
 def test_algo_pairs_skip_what_nccl_lacks():
     o = BenchOptions(job=JobOptions(backend="gloo"), collectives=["all"], algos=["ring", "tree"])
     pairs = o.pairs()

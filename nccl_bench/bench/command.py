@@ -90,7 +90,7 @@ def add_reporting_args(p: Parser) -> None:
         p.add_argument(short, long, type=int, default=1 if long in ("--run_cycles", "--agg_iters") else 0, help=hint)
     p.add_argument("-J", "--json", default=None, help="result file (default results/runs/bench-<machine>-<time>.json)")
     p.add_argument("--no-algo-confirm", action="store_true",
-                   help="skip asking NCCL which algorithm each size ran (one call per size before the sweep)")
+                   help="do not record which algorithm NCCL ran at each size (its profiler plugin, at the size's untimed launch)")
 
 
 def options(a) -> BenchOptions:
@@ -121,7 +121,8 @@ def _root(text: str) -> int | str:
 # --- the driver (before any rank runs) -------------------------------------------------------------
 def check_fits(o: BenchOptions, nranks: int) -> None:
     """Sizes that cannot fit in one GPU's memory (or the CPU's share) fail before launching."""
-    need = fits.need_bytes(o.collectives, o.max_bytes, o.types(), nranks, o.unalign)
+    need = fits.need_bytes(o.collectives, o.max_bytes, o.types(), nranks, o.unalign,
+                           check_temporaries=o.check > 0 and not o.torch_free)
     if (why := fits.why_not(o.job.backend, need, nranks)):
         raise UsageError(f"-e/--maxbytes {o.max_bytes}: {why}")
 
@@ -143,6 +144,9 @@ def main(argv: list[str]) -> int:
     o = options(a)
     ident = launch.detect()
     nranks = ident.world_size if ident else o.job.local_ranks()
+    if o.torch_free and launch.self_launched(ident):  # a rank of ours: CUDA starts in a thread now (see worker)
+        from nccl_bench.core import cudadriver
+        cudadriver.init_early(ident.local_rank)
     check_ranks(o, nranks, a.collective.split(","))
     if not launch.self_launched(ident):  # a rank of ours: its launcher proved these before starting it
         results.check_writable(o.json, "-J/--json", kind="bench")

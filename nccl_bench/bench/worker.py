@@ -1,6 +1,6 @@
-"""The ranks of a bench job: per init mode and algorithm one communicator, NCCL asked which algorithm each
-size runs (comm.algorecorder), one sweep per collective and (type, op, root), rows gathered to rank 0, the
-table printed and the -J file written."""
+"""The ranks of a bench job: per init mode and algorithm one communicator, one sweep per collective and (type,
+op, root) with NCCL's choice of algorithm recorded at each size's untimed launch (comm.algorecorder), rows
+gathered to rank 0, the table printed and the -J file written."""
 from __future__ import annotations
 
 import os
@@ -12,14 +12,18 @@ from nccl_bench.records.bench import BenchRow
 from nccl_bench.bench.table import Streamed, footer, memory_line
 from nccl_bench.job.runner import Job
 from nccl_bench.comm import InitPlan
+from nccl_bench.core import launch
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError
 from nccl_bench.bench.split import GroupJob
 from nccl_bench.bench.options import ALGOS, BenchOptions
-from nccl_bench.measure.vocabulary import ELEMENT_BYTES, TYPE_NAMES
+from nccl_bench.measure.vocabulary import TYPE_NAMES
 
 
 def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) -> InitPlan:
+    """The plan of the job's `counter`-th communicator. Each has a store namespace of its own: under `regular` and
+    `stock` PyTorch (and our stock layout) reuse their ID keys, and the next communicator's rank could read the
+    ID of the one just destroyed (a bench is not the place for that race: stress and init churn it)."""
     if algo == "default":  # NCCL_ALGO stays what the user's environment says
         if _USER_ALGO is None:
             os.environ.pop("NCCL_ALGO", None)
@@ -27,22 +31,21 @@ def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) ->
             os.environ["NCCL_ALGO"] = _USER_ALGO
     return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
-                    proto=o.proto, blocking=True, namespace=job.namespace, torch_free=o.torch_free)
+                    proto=o.proto, blocking=True, namespace=f"{job.namespace}/{counter}", torch_free=o.torch_free)
 
 
 _USER_ALGO = os.environ.get("NCCL_ALGO")
-CONFIRM_MAX_BYTES = 1 << 30  # larger sizes are not asked about (allocating them would dominate the question)
 
 
 def _confirmation(o: BenchOptions) -> dict:
-    """How the algorithm is confirmed on this rank: asked of NCCL in the job itself (comm.algorecorder)."""
+    """How the algorithm is confirmed on this rank: recorded from NCCL in the job itself (comm.algorecorder)."""
     if o.job.backend == "gloo":
-        return {"status": "n/a (gloo)", "reported": {}}
+        return {"status": "n/a (gloo)"}
     if not o.confirm_algo:
-        return {"status": "not checked (--no-algo-confirm)", "reported": {}}
+        return {"status": "not checked (--no-algo-confirm)"}
     from nccl_bench.comm import algorecorder
     why = algorecorder.enable()  # before this process's first communicator: NCCL loads the plugin then
-    return {"status": "ok" if why is None else f"not checked: {why}", "reported": {}}
+    return {"status": "ok" if why is None else f"not checked: {why}"}
 
 
 def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) -> str | None:
@@ -54,11 +57,14 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 
 def worker(o: BenchOptions):
     def run(job: Job) -> int:
-        if o.torch_free:  # CUDA starts in a thread while NCCL's bindings load here (nccl_bench.core.cudadriver)
+        if o.torch_free and not launch.self_launched(job.ident):
+            # A rank of a user's launcher starts CUDA once it has reached the job store: started before, beside
+            # the store's rendezvous, it held that up 0.35 s under mpiexec. A rank of ours started it at its first
+            # line (bench.command.main), where the store is found at once (docs/validation.md).
             from nccl_bench.core import cudadriver
             cudadriver.init_early(job.ident.local_rank)
         confirmation = _confirmation(o)  # the profiler plugin named before NCCL loads
-        if o.torch_free:
+        if o.torch_free:  # while CUDA starts in a thread
             from nccl_bench.comm.ncclnames import load
             load()
         return BenchRanks(o, job, confirmation).run()
@@ -118,47 +124,32 @@ class BenchRanks:
                 with communicator(o.job.backend, _plan(self.group, o, init, algo, counter),
                                   Deadline(o.job.timeout)) as comm:
                     self.launch_path = comm.launch_path()
-                    if self.confirmation["status"] == "ok":
-                        self._ask_nccl(comm, algo, todo)
                     for name in todo:
                         self._sweep_collective(comm, collectives.get(name), init, algo)
+                    self._plugin_seen()
                     if o.memory:
                         self.memory = peak_memory(comm.device, self.memory)
 
-    def _ask_nccl(self, comm, algo: str, todo: list[str]) -> None:
-        """One call per size up to CONFIRM_MAX_BYTES, each recorded by NCCL's profiler plugin (ours):
-        which algorithm NCCL ran, before anything is timed. Every rank makes the calls; rank 0's record counts."""
+    def _recorder(self):
+        """The sweep's recorder of NCCL's calls, where the algorithm is confirmed."""
+        if self.confirmation["status"] != "ok":
+            return None
         from nccl_bench.comm import algorecorder
-        reported, o, group = self.confirmation["reported"], self.o, self.group
-        for name in todo:
-            coll = collectives.get(name)
-            if coll.nccl_name is None or coll.unfit(group.nranks):
-                continue
-            plan = o.sweep_plan(o.job.timeout, *o.combos(coll, group.nranks)[0])
-            elt = ELEMENT_BYTES[plan.dtype]
-            lays = [lay for size in plan.sizes if (lay := coll.layout(size, elt, group.nranks, group.rank)).send
-                    and lay.recv and lay.bytes <= CONFIRM_MAX_BYTES]
-            if not lays:
-                continue
-            # what the buffers hold does not choose the algorithm: zeros, from the communicator's allocator
-            send = comm.alloc(max(lay.send for lay in lays), plan.dtype)
-            recv = comm.alloc(max(lay.recv for lay in lays), plan.dtype)
-            for lay in lays:
-                args = coll.call_args(plan.op, plan.root, group.rank, group.nranks, lay)
-                with algorecorder.recording() as calls:
-                    comm.prepare(coll.method, send[:lay.send], recv[:lay.recv], **args)()
-                comm.wait(Deadline(o.job.timeout), name)
-                if calls:
-                    reported[f"{algo}/{name}/{lay.bytes}"] = calls[-1].algo
-            del send, recv
-        if not reported and not algorecorder.loaded():
-            self.confirmation["status"] = "not checked: NCCL did not load the profiler plugin"
+        return algorecorder.recording
+
+    def _plugin_seen(self) -> None:
+        """After a communicator's sweeps (the torch backend makes NCCL's communicator at its first call): a
+        plugin NCCL never loaded confirmed nothing, and says so."""
+        if self.confirmation["status"] == "ok":
+            from nccl_bench.comm import algorecorder
+            if not algorecorder.loaded():
+                self.confirmation["status"] = "not checked: NCCL did not load the profiler plugin"
 
     def _sweep_collective(self, comm, coll: collectives.Collective, init: str, algo: str) -> None:
         """Every (type, op, root) of one collective swept; rank 0 prints each row the moment it is measured.
         The rows measured stay this rank's even when a later point fails."""
         from nccl_bench.measure.sweep import Sweep  # the engine needs torch: loaded where the job runs
-        o, group, reported = self.o, self.group, self.confirmation["reported"]
+        o, group, recorder = self.o, self.group, self._recorder()
         progress = sys.stderr.isatty() and self.job.rank == 0
         printed = None
         if self.job.rank == 0:
@@ -170,7 +161,7 @@ class BenchRanks:
         def measured(r: BenchRow) -> None:
             r.algo, r.init, r.backend, r.nranks = algo, init, o.job.backend, group.nranks
             r.group, r.color = group.row_fields.get("group"), group.row_fields.get("color")
-            r.algo_confirmed = algo_verdict(algo, coll, reported.get(f"{algo}/{coll.name}/{r.size}"))
+            r.algo_confirmed = algo_verdict(algo, coll, r.algo_confirmed)  # the engine's record of NCCL's choice
             self.rows.append(r)
             if printed is not None:
                 printed.row(r)
@@ -178,7 +169,7 @@ class BenchRanks:
             for combo in o.combos(coll, group.nranks):
                 plan = o.sweep_plan(o.job.timeout, *combo)
                 tag = "/".join(map(str, (init, algo, *combo)))
-                Sweep(group, comm, coll, plan, tag, progress, self.census).rows(on_row=measured)
+                Sweep(group, comm, coll, plan, tag, progress, self.census, recorder).rows(on_row=measured)
         finally:
             if printed is not None:
                 printed.close()
@@ -285,7 +276,7 @@ def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, lau
         "report_cputime": o.report_cputime, "local_register": o.local_register,
         "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
         "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],
-        "algo_confirmation": {"status": confirmation.get("status"), "probe_max_bytes": CONFIRM_MAX_BYTES},
+        "algo_confirmation": {"status": confirmation.get("status"), "recorded_at": "each size's untimed sync launch"},
     }
     if error is not None:
         meta["error"] = error.as_dict() if hasattr(error, "as_dict") else str(error)

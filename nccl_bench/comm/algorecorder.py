@@ -6,7 +6,7 @@ TUNING log (NCCL reads NCCL_DEBUG once per process, and a log line per call woul
 
     enable()                 # in a rank, before its first NCCL communicator: the plugin is loaded with it
     with recording() as calls:
-        ... one call per size ...
+        ... one call (bench: each size's untimed sync launch, nccl_bench.measure.sweep) ...
     calls -> [Call(func="AllReduce", count=2, datatype="ncclFloat32", algo="RING", proto="LL"), ...]
 """
 from __future__ import annotations

@@ -9,6 +9,7 @@ as its current device, as cudaSetDevice would have made it.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import threading
@@ -136,13 +137,20 @@ def local_gpu(local_rank: int) -> Gpu:
 def init_early(local_rank: int) -> None:
     """Start CUDA (cuInit, the primary context) for `local_rank` in a thread, while this thread goes on
     importing NCCL's bindings; a driver call releases the interpreter's lock meanwhile. Whatever fails there
-    is raised again where the GPU is asked for (gpu())."""
+    is raised again where the GPU is asked for (gpu()). A process that ends before CUDA has started waits for
+    it first (atexit): the driver is not torn down mid-cuInit.
+    (Handing the lock over every 0.5 ms instead of 5 ms made CUDA's start slower with two ranks: docs/validation.md.)"""
     def make():
         try:
             local_gpu(local_rank)
         except Exception:  # the caller's own gpu() call meets it again and says it
             pass
-    threading.Thread(target=make, name="nb-cuda-init", daemon=True).start()
+    thread = threading.Thread(target=make, name="nb-cuda-init", daemon=True)
+    thread.start()
+    atexit.register(thread.join, EXIT_WAIT_S)
+
+
+EXIT_WAIT_S = 30.0
 
 
 def device_count() -> int:

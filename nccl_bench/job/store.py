@@ -28,9 +28,14 @@ def _td(seconds: float) -> timedelta:
     return timedelta(seconds=max(seconds, 0.001))
 
 
+POLL_FIRST_S, POLL_MAX_S = 0.005, 0.1
+
+
 def _reachable(addr: str, port: int, timeout: float) -> bool:
-    """Poll with plain sockets first: a failed TCPStore connect logs a C++ stack to stderr."""
-    end = time.monotonic() + timeout
+    """Poll with plain sockets first: a failed TCPStore connect logs a C++ stack to stderr. The pause between
+    tries doubles from 5 ms to 100 ms: ranks started together find rank 0's store as soon as it listens (a flat
+    100 ms cost a rank under mpiexec that much of its start), and a slow one is not asked 100 times a second."""
+    end, pause = time.monotonic() + timeout, POLL_FIRST_S
     while True:
         try:
             with socket.create_connection((addr, port), timeout=min(2.0, max(timeout, 0.1))):
@@ -38,7 +43,8 @@ def _reachable(addr: str, port: int, timeout: float) -> bool:
         except OSError:
             if time.monotonic() >= end:
                 return False
-            time.sleep(0.1)
+            time.sleep(pause)
+            pause = min(pause * 2, POLL_MAX_S)
 
 
 def _publish(path: str, value) -> None:

@@ -8,14 +8,19 @@ from nccl_bench.measure import collectives, datacheck
 from nccl_bench.measure.vocabulary import DTYPES, ELEMENT_BYTES
 
 GLOO_MAX_BYTES = 256 << 20  # the CPU model: larger sizes take minutes per point on gloo
+# Needs up to this fit on any GPU NCCL runs on (CUDA 13's oldest architecture is Turing, whose smallest boards,
+# T400 and MX450, have 2 GiB), so NVML is not asked: a first-row command pays nothing for the check.
+FITS_ANY_GPU = 1 << 30
 
 
-def need_bytes(names: list[str], max_bytes: int, types: list[str], nranks: int, unalign: int = 0) -> int:
-    """One rank's buffers at the largest size: send and receive of the widest layout, plus the check's."""
+def need_bytes(names: list[str], max_bytes: int, types: list[str], nranks: int, unalign: int = 0,
+               check_temporaries: bool = True) -> int:
+    """One rank's buffers at the largest size: send and receive of the widest layout, plus the check's
+    temporaries where torch's check runs (the check's CUDA kernels, measure.datakernels, keep none)."""
     elts = {ELEMENT_BYTES[DTYPES[t]] for t in types}
     need = max(2 * (max(lay.send, lay.recv) + unalign) * elt for elt in elts for lay in
                (collectives.get(c).layout(max_bytes, elt, nranks, 0) for c in names))
-    return need + 4 * datacheck.CHUNK * 8  # the check's int64 temporaries
+    return need + (4 * datacheck.CHUNK * 8 if check_temporaries else 0)  # the torch check's int64 temporaries
 
 
 def why_not(backend: str, need: int, nranks: int) -> str | None:
@@ -24,6 +29,8 @@ def why_not(backend: str, need: int, nranks: int) -> str | None:
     if backend == "gloo":
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // max(nranks, 1)
         where = f"this machine's memory per rank ({have / 2**30:.1f} GiB)"
+    elif need <= FITS_ANY_GPU:
+        return None
     else:
         sizes = sysinfo.gpu_memory_bytes()
         if not sizes:

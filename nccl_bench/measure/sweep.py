@@ -14,6 +14,8 @@ key is "cpu_time" and holds the host time per launch, as nccl-tests' -C 1 (bandw
 those of the device time). With -I every rank's per-iteration times travel along: the row
 keeps one list per process and, per iteration, the max over processes (nccl-tests'
 per_process_max_times_us and times_us).
+Given a recorder (comm.algorecorder.recording), each size's untimed out-of-place sync launch is recorded, and
+the row carries the algorithm the group's first rank saw NCCL choose there.
 The engine never asks which collective it runs: the record says everything.
 """
 from __future__ import annotations
@@ -106,8 +108,9 @@ class Sweep:
     """Runs one collective's sweep on one communicator; `rows()` are this job's aggregated rows."""
 
     def __init__(self, job, comm, coll: Collective, plan: SweepPlan, tag: str, progress: bool = False,
-                 census=None):
+                 census=None, recorder=None):
         self.job, self.comm, self.coll, self.plan, self.tag = job, comm, coll, plan, tag
+        self.recorder = recorder  # a context yielding the NCCL calls started inside it, or None
         self.census = census  # a core.threads.Census: what else ran while the loops were timed (-I)
         self.progress = progress and job.rank == 0
         self.stream = comm.new_stream()  # None on CPU
@@ -201,13 +204,14 @@ class Sweep:
         per operation, host seconds per launch, #wrong (None: not checked), per-iteration seconds
         (None without -I); and the local time the size began."""
         p, dev = self.plan, self.comm.device
-        mine = {"time": [], "host": [], "wrong": [], "per_iter": [], "host_iter": [],
+        mine = {"time": [], "host": [], "wrong": [], "per_iter": [], "host_iter": [], "algo": None,
                 "start": time.strftime("%Y-%m-%d %H:%M:%S")}
         for in_place in (False, True):
             send, recv = _views(send_buf, recv_buf, lay, in_place, p.unalign)
+            around = contextlib.nullcontext if in_place or self.recorder is None else self._recording(mine)
             with self.census.span() if self.census is not None else contextlib.nullcontext():
                 t = seconds_per_op(self._launcher(send_buf, recv_buf, lay, in_place), p.timing, self._wait, self.stream,
-                                   self._line_up, self._arrive, self.comm.new_event)
+                                   self._line_up, self._arrive, self.comm.new_event, around)
             mine["time"].append(t.seconds)
             mine["host"].append(t.host_seconds)
             mine["per_iter"].append(t.per_iter)
@@ -215,6 +219,16 @@ class Sweep:
             checked = p.check and (not in_place or self.coll.in_place_checked or dev.type == "cpu")
             mine["wrong"].append(self._check(send, recv, lay) if checked else None)
         return mine
+
+    def _recording(self, mine: dict):
+        """A context for the sync launch that leaves in mine["algo"] the algorithm NCCL chose for its last call."""
+        @contextlib.contextmanager
+        def around():
+            with self.recorder() as calls:
+                yield
+            if calls:
+                mine["algo"] = calls[-1].algo
+        return around
 
     def _measure(self, emit) -> None:
         """This rank's _size() per cycle and size, cycle by cycle, each handed to `emit(cycle, i, layout, it)`
@@ -278,6 +292,7 @@ class Sweep:
                                                                [r["host_iter"][k] for r in per_rank])
         return BenchRow(coll.name, lay.bytes, lay.count, p.type_name, p.op if coll.reduces else "none",
                         p.root if coll.rooted else -1, places["out_of_place"], places["in_place"], cycle=cycle,
+                        algo_confirmed=per_rank[0]["algo"],
                         actual_iterations=p.timing.iters, host_us=host_us,
                         timestamp=per_rank[0]["start"] if p.timestamps else None, **per_iter)
 

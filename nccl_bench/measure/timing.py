@@ -26,6 +26,7 @@ clock around each iteration, waiting for it. Measurements behind these choices: 
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from dataclasses import dataclass
@@ -71,7 +72,8 @@ class Timing(NamedTuple):
 
 def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait: Callable[[], None],
                    stream=None, line_up: Callable[[], None] = lambda: None,
-                   arrive: Callable[[object], None] | None = None, new_event: Callable[..., object] | None = None) -> Timing:
+                   arrive: Callable[[object], None] | None = None, new_event: Callable[..., object] | None = None,
+                   around_sync: Callable[[], object] = contextlib.nullcontext) -> Timing:
     """Time one collective. `make_loop(stream)` returns its launch loop (run(first, n) -> host
     seconds, one operation per step); `wait()` blocks until done; `line_up()` returns on every rank
     at once (a barrier). `arrive(event)`, where given, is the barrier's first half on GPU: it launches
@@ -81,7 +83,8 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
 
     `stream` is a torch.cuda.Stream for GPU backends (it must be the current stream), None on CPU;
     `new_event(enable_timing)` makes the events (default torch.cuda.Event; the communicator's, which for a
-    rank without torch are the CUDA driver's own).
+    rank without torch are the CUDA driver's own). `around_sync()` is a context entered around the untimed
+    sync launch (bench records there which algorithm NCCL runs: comm.algorecorder).
     """
     loop = make_loop(stream)
     eager = stream is not None and not plan.graph_replays
@@ -89,7 +92,8 @@ def seconds_per_op(make_loop: Callable[[object], object], plan: TimingPlan, wait
     # The events (and their hooks) are made before the sync launch: the GPU and the host come out of the
     # wait straight into the loop, as nccl-tests' do (made after it, they slowed -I's first iteration)
     events = _Events(loop, plan, stream, gated, new_event) if eager else None
-    loop.run(0, 1)  # nccl-tests' sync launch
+    with around_sync():
+        loop.run(0, 1)  # nccl-tests' sync launch
     wait()
     if gated:
         arrive(events.gate)
