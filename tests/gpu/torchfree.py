@@ -8,9 +8,10 @@
 2. imports: a bench under PYTHONPROFILEIMPORTTIME=1 (every process of it: launcher, warm server, ranks):
    no line imports torch;
 3. results: every collective, -d all -o all, checked (-c 1), torch-free and on torch's buffers (-M 1 keeps
-   torch): exit 0 and no wrong value either way;
+   torch): exit 0 and no wrong value either way, and every row of a collective NCCL picks an algorithm for names
+   the one NCCL ran (recorded at each size's untimed sync launch);
 4. first row: `bench -b 8 -e 8 -n 1 -w 0` timed from outside, torch-free then torch's (-M 1), then
-   BEFORE_TREE's (a checkout of the commit before), alternated 3 times.
+   BEFORE_TREE's (a checkout of the commit before), alternated 3 times after one untimed run of each.
 Logs and JSON under $OUT; the table, then the verdict line (`TORCH FREE: PASS` or `FAIL` and why) for the
 release's checks (tests/gpu_checks.py, `bench-torch-free`); the timing is shown, not judged.
 """
@@ -93,7 +94,19 @@ def results(extra: list[str], name: str) -> dict:
     (OUT / f"results_{name}.log").write_text(proc.stdout[-20000:] + "\n--- stderr\n" + proc.stderr[-5000:])
     m = re.search(r"Out of bounds values : (\d+)", proc.stdout)
     rows = len(re.findall(r"^\s+\d+\s+\d+\s+\w+\s+\w+", proc.stdout, re.M))
-    return {"exit": proc.returncode, "wrong": int(m.group(1)) if m else None, "rows": rows}
+    return {"exit": proc.returncode, "wrong": int(m.group(1)) if m else None, "rows": rows,
+            "unconfirmed": unconfirmed(OUT / f"results_{name}.json")}
+
+
+def unconfirmed(path: Path) -> int | None:
+    """Rows of a collective NCCL picks an algorithm for whose algo_confirmed is missing (the sweep records it at
+    each size's sync launch); None without the file."""
+    if not path.exists():
+        return None
+    from nccl_bench import records
+    from nccl_bench.measure import collectives
+    return sum(1 for r in records.load(str(path)).every_cycle()
+               if collectives.get(r["collective"]).nccl_name is not None and r.get("algo_confirmed") in (None, ""))
 
 
 def first_rows(before: str | None) -> list[dict]:
@@ -101,6 +114,8 @@ def first_rows(before: str | None) -> list[dict]:
     if before:
         tools.append(("before", BENCH + FIRST, before))
     rows = []
+    for name, cmd, cwd in tools:  # untimed: bytecode written, the check's kernels compiled (startup.warm)
+        rows.append({"tool": name, "rep": -1, **timed(cmd, cwd=cwd, env=dict(os.environ))})
     for rep in range(3):
         for name, cmd, cwd in tools:
             r = timed(cmd, cwd=cwd, env=dict(os.environ))
@@ -131,9 +146,10 @@ def main() -> int:
     i = report["imports"]
     print(f"| imports under PYTHONPROFILEIMPORTTIME | exit {i['exit']}, {i['import_lines']} lines, {i['torch_lines']} of torch |")
     for name, r in report["results"].items():
-        print(f"| every collective -d all -o all, {name} | exit {r['exit']}, {r['rows']} rows, wrong {r['wrong']} |")
+        print(f"| every collective -d all -o all, {name} | exit {r['exit']}, {r['rows']} rows, wrong {r['wrong']}, "
+              f"algorithm not recorded {r['unconfirmed']} |")
     for name in dict.fromkeys(r["tool"] for r in report["first"]):
-        mine = [r for r in report["first"] if r["tool"] == name]
+        mine = [r for r in report["first"] if r["tool"] == name and r["rep"] >= 0]
         print(f"| first row / exit, {name} | {med(r['first_row_s'] for r in mine)} / "
               f"{med(r['exit_s'] for r in mine):.2f} s (median of {len(mine)}) |")
     why = verdict(report)
@@ -148,7 +164,8 @@ def verdict(report: dict) -> str:
         return f"kernels: {k.get('error') or k['bad'][:2]}"
     if i["exit"] or i["torch_lines"]:
         return f"imports: exit {i['exit']}, {i['torch_lines']} lines import torch ({i['first_torch'][:1]})"
-    bad = [f"{n}: exit {r['exit']}, wrong {r['wrong']}" for n, r in report["results"].items() if r["exit"] or r["wrong"] != 0]
+    bad = [f"{n}: exit {r['exit']}, wrong {r['wrong']}, algorithm not recorded {r['unconfirmed']}"
+           for n, r in report["results"].items() if r["exit"] or r["wrong"] != 0 or r["unconfirmed"] != 0]
     return "; ".join(bad)
 
 
