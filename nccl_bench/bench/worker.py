@@ -58,9 +58,9 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 def worker(o: BenchOptions):
     def run(job: Job) -> int:
         if o.torch_free and not launch.self_launched(job.ident):
-            # A rank of a user's launcher starts CUDA once it has reached the job store: started before, beside
-            # the store's rendezvous, it held that up 0.35 s under mpiexec. A rank of ours started it at its first
-            # line (bench.command.main), where the store is found at once (docs/validation.md).
+            # A rank of a user's launcher starts CUDA once it has reached the job store: started before, it held
+            # up the store's rendezvous under mpiexec. A rank of ours started it at its first line
+            # (bench.command.main), where the store is found at once (docs/validation.md).
             from nccl_bench.core import cudadriver
             cudadriver.init_early(job.ident.local_rank)
         confirmation = _confirmation(o)  # the profiler plugin named before NCCL loads

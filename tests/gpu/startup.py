@@ -88,14 +88,10 @@ def env_with_nccltests() -> dict:
     return env
 
 
-def warm(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit: float = 300) -> dict:
-    """One untimed run first, as a user's second run finds the machine: bytecode written, the check's kernels
-    compiled (kept as rep -1, outside the medians: the first run on a machine)."""
-    return timed(cmd, cwd=cwd, env=env, limit=limit)
-
-
 def pairs(name: str, ours: list[str], theirs: list[str], env: dict) -> list[dict]:
-    rows = [{"case": name, "tool": tool, "rep": -1, **warm(cmd, env=env)}
+    # One untimed run of each first, so the timed ones find the machine as a user's second run does: bytecode
+    # written, the check's kernels compiled (kept as rep -1, outside the medians: the first run on a machine)
+    rows = [{"case": name, "tool": tool, "rep": -1, **timed(cmd, env=env)}
             for tool, cmd in (("ours", ours), ("nccl-tests", theirs))]
     for rep in range(REPS):
         for tool, cmd in (("ours", ours), ("nccl-tests", theirs)):

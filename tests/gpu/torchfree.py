@@ -114,7 +114,7 @@ def first_rows(before: str | None) -> list[dict]:
     if before:
         tools.append(("before", BENCH + FIRST, before))
     rows = []
-    for name, cmd, cwd in tools:  # untimed: bytecode written, the check's kernels compiled (startup.warm)
+    for name, cmd, cwd in tools:  # untimed: bytecode written, the check's kernels compiled (as startup.pairs)
         rows.append({"tool": name, "rep": -1, **timed(cmd, cwd=cwd, env=dict(os.environ))})
     for rep in range(3):
         for name, cmd, cwd in tools:
