@@ -70,7 +70,7 @@ def count_wrong(recv, segments: list[Segment], op: str, nranks: int) -> int:
     """Elements of `recv` that differ from the expected values (a tolerance only for avg)."""
     kernels = _kernels(recv)
     if kernels is not None:
-        return kernels.count_wrong(recv, segments, op, nranks)
+        return kernels.count_wrong(recv, segments, op, nranks, CHUNK)
     import torch
     wrong = 0
     for seg in segments:

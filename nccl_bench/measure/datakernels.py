@@ -16,7 +16,6 @@ from nccl_bench.core import cudadriver
 from nccl_bench.core.cudadriver import DeviceArray, call
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure.collectives import Segment
-from nccl_bench.measure.datacheck import CHUNK
 
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
 _BLOCK = 256
@@ -181,13 +180,14 @@ class Kernels:
             self._launch(f"fill_{t.dtype}", n, ctypes.c_uint64(t.data_ptr()), ctypes.c_uint64(n), ctypes.c_uint64(0),
                          ctypes.c_int(rank), ctypes.c_int(OPS[op]), ctypes.c_int(nranks))
 
-    def count_wrong(self, recv: DeviceArray, segments: list[Segment], op: str, nranks: int) -> int:
-        """Elements of `recv` that differ from the expected values, as datacheck.count_wrong counts them."""
+    def count_wrong(self, recv: DeviceArray, segments: list[Segment], op: str, nranks: int, chunk: int) -> int:
+        """Elements of `recv` that differ from the expected values, as datacheck.count_wrong counts them, `chunk`
+        elements a launch."""
         stream = ctypes.c_void_p(self.gpu.current.cuda_stream)
         call("cuMemsetD8Async", ctypes.c_uint64(self._wrong), ctypes.c_ubyte(0), ctypes.c_size_t(8), stream)
         for seg in segments:
-            for a in range(0, seg.length, CHUNK):
-                b = min(a + CHUNK, seg.length)
+            for a in range(0, seg.length, chunk):
+                b = min(a + chunk, seg.length)
                 got = recv[seg.out + a: seg.out + b]
                 self._launch(f"check_{recv.dtype}", b - a, ctypes.c_uint64(got.data_ptr()), ctypes.c_uint64(b - a),
                              ctypes.c_uint64(seg.src + a), ctypes.c_int(seg.source),
@@ -206,3 +206,22 @@ def for_gpu(gpu: cudadriver.Gpu) -> Kernels:
     if id(gpu) not in _LOADED:
         _LOADED[id(gpu)] = Kernels(gpu)
     return _LOADED[id(gpu)]
+
+
+def main() -> int:
+    """`python -m nccl_bench.measure.datakernels`: the data check's kernels compiled now for each local GPU's
+    architecture (bin/setup calls this on a GPU machine; else the first bench of a rank without torch
+    compiles them, and its user waits)."""
+    try:
+        archs = sorted({cudadriver.gpu(i).arch() for i in range(cudadriver.device_count())})
+        for arch in archs:
+            Kernels._cached(arch)
+    except (OSError, cudadriver.CudaError, UsageError) as e:
+        print(f"data check kernels not compiled ({e}); the first bench compiles them", file=sys.stderr)
+        return 0
+    print(f"data check kernels: {', '.join(archs) or 'no GPU'} in {cache_dir()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,19 +31,6 @@ def folder(given: str) -> list[str]:
     return [str(f) for f in files]
 
 
-def units(given: list[Result], asv_results: list[Result]) -> dict[str, str | None]:
-    """Each asv benchmark's unit, from a benchmarks.json among `given` or beside the machine folders
-    of `asv_results`; {} where there is none (units only make the history read better)."""
-    infos = [r for r in given if r.kind == "asv-benchmarks"]
-    for path in dict.fromkeys(r.path.parent.parent / "benchmarks.json" for r in asv_results):
-        if not infos and path.is_file():
-            try:
-                infos.append(_load(str(path)))
-            except UsageError:
-                pass
-    return {k: v for r in infos if r.kind == "asv-benchmarks" for k, v in r.meta["units"].items()}
-
-
 def info(path: Path, given: str, doc) -> Result | None:
     """asv's machine.json (what machine) or benchmarks.json (each benchmark's unit), or None."""
     if not isinstance(doc, dict):
@@ -100,8 +87,3 @@ def _number(v):
     if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
         return v
     return None
-
-
-def _load(given: str) -> Result:
-    from nccl_bench.records.reading import load
-    return load(given)

@@ -102,3 +102,16 @@ def _json(given: str, text: str, constants: list[str]):
         raise UsageError(f"{given}: nested deeper than any result is") from None
     except ValueError:
         return None
+
+
+def asv_units(given: list[Result], asv_results: list[Result]) -> dict[str, str | None]:
+    """Each asv benchmark's unit, from a benchmarks.json among `given` or beside the machine folders
+    of `asv_results`; {} where there is none (units only make the history read better)."""
+    infos = [r for r in given if r.kind == "asv-benchmarks"]
+    for path in dict.fromkeys(r.path.parent.parent / "benchmarks.json" for r in asv_results):
+        if not infos and path.is_file():
+            try:
+                infos.append(load(str(path)))
+            except UsageError:
+                pass
+    return {k: v for r in infos if r.kind == "asv-benchmarks" for k, v in r.meta["units"].items()}

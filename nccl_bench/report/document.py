@@ -208,9 +208,9 @@ class Report:
     # --- the rest -----------------------------------------------------------------------------
     def section_asv(self, results) -> None:
         """asv results as history (nccl_bench.report.history judges, historysection writes)."""
-        from nccl_bench.records import asv
+        from nccl_bench.records.reading import asv_units
         from nccl_bench.report import history, historysection
-        self.history = history.build(results, asv.units(self.mine, results))
+        self.history = history.build(results, asv_units(self.mine, results))
         historysection.write(self, self.history, md_table, _num)
 
     def section_doctor(self, results) -> None:

@@ -62,14 +62,14 @@ def kernels() -> dict:
                             ctypes.c_size_t(n * arr.element_size()))
             if not torch.equal(got, ref):
                 bad.append(f"fill {dtype} {op}: {int((got != ref).sum())} differ")
-            right = k.count_wrong(arr, [Segment(0, n, 2)], op, nranks)
-            other = k.count_wrong(arr, [Segment(0, n, 1)], op, nranks)
+            right = k.count_wrong(arr, [Segment(0, n, 2)], op, nranks, datacheck.CHUNK)
+            other = k.count_wrong(arr, [Segment(0, n, 1)], op, nranks, datacheck.CHUNK)
             # the reduction: torch's expected values copied in, then checked by the kernel
             want = datacheck.reduced(0, n, op, nranks, "cuda").to(ref.dtype)
             cudadriver.call("cuMemcpy", ctypes.c_uint64(arr.data_ptr()), ctypes.c_uint64(want.data_ptr()),
                             ctypes.c_size_t(n * arr.element_size()))
             torch.cuda.synchronize()
-            reduced = k.count_wrong(arr, [Segment(0, n, ALL)], op, nranks)
+            reduced = k.count_wrong(arr, [Segment(0, n, ALL)], op, nranks, datacheck.CHUNK)
             ref_other = datacheck.count_wrong(ref, [Segment(0, n, 1)], op, nranks)
             if right or reduced or other != ref_other or (op != "prod" and other == 0):
                 bad.append(f"check {dtype} {op}: right {right}, reduced {reduced}, other {other} (torch {ref_other})")
