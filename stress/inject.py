@@ -132,16 +132,21 @@ def in_round(injections: list[Injection], round_: int) -> list[str]:
 
 
 class Leak:
-    """The planted leak: memory kept, written (so that it is resident), never let go."""
+    """The planted leak: memory kept, written (so that it is resident), never let go. Each piece is a mapping
+    of its own: from the heap, a piece could land on pages freed earlier and already resident, and the
+    process's RSS would not grow by it."""
 
     def __init__(self, injections: list[Injection], rank: int):
         self.mine = [i for i in injections if i.kind == "leak" and i.rank == rank]
-        self.kept: list[bytes] = []
+        self.kept: list = []
 
     def round(self, round_: int) -> None:
+        import mmap
         for i in self.mine:
             if round_ >= i.round:
-                self.kept.append(b"\x01" * i.bytes)
+                piece = mmap.mmap(-1, i.bytes)
+                piece.write(b"\x01" * i.bytes)  # every page touched: resident
+                self.kept.append(piece)
 
 
 def die() -> None:

@@ -139,7 +139,7 @@ def pair_rows(o: LocateOptions, job: Job, inject: dict, nodes, local, links) -> 
     from nccl_bench.locate import pairs
     gpu = o.job.backend != "gloo"
 
-    def send_delay(src, dst):
+    def direction_delay(src, dst):
         return inject["slow_send"].get(src, 0.0) + inject["slow_pair"].get(tuple(sorted((src, dst))), 0.0)
 
     plan = InitPlan(rank=job.rank, nranks=job.nranks, mode="regular", ranks_per_root=o.job.ranks_per_root,
@@ -147,8 +147,8 @@ def pair_rows(o: LocateOptions, job: Job, inject: dict, nodes, local, links) -> 
     with communicator(o.job.backend, plan, Deadline(o.job.timeout)) as comm:
         stream = torch.cuda.Stream(comm.device) if comm.device.type == "cuda" else None
         cpu = dict(one_at_a_time=not gpu, repeats=1 if gpu else 3)  # a CPU model's pairs share its cores
-        sides = pairs.measure(comm, job, o.nbytes, o.iters, o.job.timeout, stream, send_delay, **cpu)
-        lat = pairs.measure(comm, job, 8, max(o.iters, 10), o.job.timeout, stream, send_delay, **cpu)
+        sides = pairs.measure(comm, job, o.nbytes, o.iters, o.job.timeout, stream, direction_delay, **cpu)
+        lat = pairs.measure(comm, job, 8, max(o.iters, 10), o.job.timeout, stream, direction_delay, **cpu)
     everyone = job.store.all_gather_obj("locate/sides", [sides, lat], timeout=o.job.timeout + 60)
     seconds = pairs.matrix([s for mine, _ in everyone for s in mine])
     lat_s = pairs.matrix([s for _, mine in everyone for s in mine])

@@ -30,7 +30,7 @@ def tournament(n: int) -> list[list[tuple[int, int]]]:
 
 
 def delayed(launch: Callable[[], None], seconds: float) -> Callable[[], None]:
-    """A launch that waits first (test-only injection: a slow sender)."""
+    """A launch that waits first (test-only injection: a slow direction)."""
     def run():
         time.sleep(seconds)
         launch()
@@ -52,9 +52,11 @@ def time_launch(comm, collective: str, send, recv, stream, iters: int, timeout: 
 
 
 def measure(comm, job, nbytes: int, iters: int, timeout: float, stream,
-            send_delay: Callable[[int, int], float], one_at_a_time: bool = False, repeats: int = 1) -> list[dict]:
+            direction_delay: Callable[[int, int], float], one_at_a_time: bool = False,
+            repeats: int = 1) -> list[dict]:
     """This rank's side of every ordered pair it is in, `repeats` times: {src, dst, side, bytes, seconds}.
-    `send_delay(src, dst)` is the injected delay before each send (0 unless a test asks).
+    `direction_delay(src, dst)` is an injected delay (0 unless a test asks) before each launch on both sides
+    of that direction: a receiver that reached its receive only after a delayed send would measure none.
     `one_at_a_time`: the pairs of a round one after another (a CPU model's pairs share its cores)."""
     import torch
     send, recv = comm.alloc(max(nbytes, 1), torch.uint8), comm.alloc(max(nbytes, 1), torch.uint8)
@@ -71,7 +73,7 @@ def measure(comm, job, nbytes: int, iters: int, timeout: float, stream,
                 ctx = torch.cuda.stream(stream) if stream is not None else _nothing()
                 with ctx:
                     seconds = time_launch(comm, "exchange", send, recv, stream, iters, timeout,
-                                          delay=send_delay(src, dst) if side == "send" else 0.0, rounds=rounds)
+                                          delay=direction_delay(src, dst), rounds=rounds)
                 out.append({"src": src, "dst": dst, "side": side, "bytes": nbytes, "seconds": seconds})
         job.store.barrier(f"locate/pairs/{nbytes}/{k}", timeout=timeout)
     return out
