@@ -35,6 +35,23 @@ def announce_lines(opts, nranks: int, journal_path, resume: bool, restart: int, 
     return out
 
 
+def start_line(starts: list[dict], backend: str) -> str:
+    """Every rank's start in one line: the slowest and the fastest, or the first rank that could not start."""
+    failed = [(r, s["error"]) for r, s in enumerate(starts) if s.get("error")]
+    what = "CUDA's start and the first init" if backend != "gloo" else "the first init"
+    if failed:
+        r, e = failed[0]
+        also = f" (and {len(failed) - 1} more rank(s))" if len(failed) > 1 else ""
+        detail = f": {e['detail']}" if e.get("detail") else ""
+        return (f"start: FAILED on rank {r}{also} ({e.get('host') or 'host unknown'}), {what} by a communicator "
+                f"of its own after {starts[r]['seconds']:.2f} s: {e['kind']} in {e['op']}: {e['lib_error']}{detail}; "
+                "no round ran")
+    took = [s["seconds"] for s in starts]
+    slow = max(range(len(took)), key=took.__getitem__)
+    return (f"start: {what} paid once per rank, outside every round's deadline: {min(took):.2f}-{took[slow]:.2f} s "
+            f"(slowest rank {slow})")
+
+
 def report_lines(ledger: Ledger, opts, base: dict | None, shown: dict, restarts: list[dict],
                  findings: list[dict]) -> list[str]:
     """What rank 0 prints at the end, in order."""

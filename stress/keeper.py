@@ -8,7 +8,8 @@ from pathlib import Path
 from nccl_bench.core import resources, sysinfo
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK
 from stress import journal
-from stress.closing import SHOWN_FAILURES, announce_lines, report_lines, summary_path, write_summary
+from stress.closing import (SHOWN_FAILURES, announce_lines, report_lines, start_line, summary_path,
+                            write_summary)
 from stress.diagnose import History
 from stress.ledger import Ledger
 from stress.options import StressOptions
@@ -28,6 +29,7 @@ class Keeper:
         self.progress, self.rate = Progress(), Rate()
         self.failed = 0  # this rank's failed rounds
         self.shown: dict[str, int] = {}  # failures printed per mode
+        self.start_said: str | None = None  # rank 0: every rank's start in a line, said before round 0
 
     def open(self, hosts) -> list[list[int]] | None:
         """The seqs already done (resume, as [first, end) ranges) after checking the journal (read back
@@ -53,6 +55,13 @@ class Keeper:
         self.notes.append(obj)
         self.writer.note(obj)
 
+    def started(self, starts: list[dict]) -> None:
+        """Rank 0: every rank's start (its seconds, or the error that ended it) journaled and said in one line."""
+        self.note({"type": "start", "ranks": starts, "time": time.time()})
+        self.start_said = start_line(starts, self.opts.job.backend)
+        if any(s.get("error") for s in starts):  # said at once: no round follows
+            print(self.start_said, flush=True)
+
     def keep(self, rows: list[dict]) -> None:
         """Rounds whose every part is known: rank 0 journals them; every rank counts its failures."""
         for row in rows:
@@ -77,13 +86,16 @@ class Keeper:
         if self.job.rank == 0:
             for line in announce_lines(self.opts, self.job.nranks, self.path, self.resume, self.restart, done, todo):
                 print(line, flush=True)
+            if self.start_said:
+                print(self.start_said, flush=True)
 
     def stopped(self, cut: dict, restarts_left: int) -> None:
         self.writer.note({"type": "stopped", **cut, "restarts_left": restarts_left, "time": time.time()})
         self.progress.clear()
 
-    def finish(self, base: dict | None) -> int:
-        """The closing lines, the journal's end line and the summary; the run's exit code."""
+    def finish(self, base: dict | None, failed: bool = False) -> int:
+        """The closing lines, the journal's end line and the summary; the run's exit code (1 where the ledger
+        holds a failure, or `failed`: a rank could not start)."""
         self.progress.clear()
         findings = self.ledger.leaks.findings() if self.opts.leak_every else []
         restarts = [n for n in self.notes if n.get("type") == "resume" and n.get("restart")]
@@ -96,7 +108,7 @@ class Keeper:
         write_summary(path, self.ledger, base, self.identity, self.path, len(restarts), findings)
         print(f"summary: {path}", flush=True)
         leaked = self.opts.fail_on_leak and any(f["verdict"] == "LEAK" for f in findings)
-        return EXIT_FAILED if self.ledger.failed() or leaked else EXIT_OK
+        return EXIT_FAILED if failed or self.ledger.failed() or leaked else EXIT_OK
 
 
 def ranges(done: bytearray) -> list[list[int]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nccl_bench import first_to_say
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from nccl_bench.comm import startcost
 from stress import baseline, peers
 from stress.closing import restarts_left
 from stress.diagnose import History
@@ -47,7 +48,9 @@ class Run:
 
     def start(self) -> bytearray | dict | None:
         """Agree on the seqs to skip and share pids; None when rank 0 could not open the journal
-        (exit 2); {'ended': code} when a restarted group finds its run already finished."""
+        (exit 2); {'ended': code} when a restarted group finds its run already finished, or when a
+        rank could not start (exit 1). Every rank pays its start (nccl_bench.comm.startcost) before
+        round 0, so that no round's deadline holds it."""
         job, keeper = self.job, self.keeper
         mine = {"me": peers.me(job)}
         if job.rank == 0:
@@ -57,7 +60,10 @@ class Run:
                             {"ended": EXIT_FAILED if keeper.ledger.failed() else EXIT_OK})
             except UsageError as e:
                 mine["error"] = str(e)
-        every = job.store.all_gather_obj("stress/start", mine, timeout=self.deadlines.resync)
+        if "error" not in mine:
+            mine["start"] = startcost.pay_once(self.opts.job.backend, job, self.opts.job.timeout).as_dict()
+        wait = self.deadlines.resync + startcost.start_bound(self.opts.job.timeout)
+        every = job.store.all_gather_obj("stress/start", mine, timeout=wait)
         self.round.everyone = peers.Peers(mine["me"], [e["me"] for e in every])
         got = every[0]
         if "error" in got:
@@ -66,6 +72,11 @@ class Run:
             return None
         if "ended" in got:
             return {"ended": got["ended"]}
+        starts = [e.get("start") or {} for e in every]
+        if job.rank == 0:
+            keeper.started(starts)
+        if any(s.get("error") for s in starts):
+            return {"start_failed": True}
         done = bytearray(self.plan_len)
         for first, end in got["done"]:
             done[first:end] = b"\x01" * (end - first)
@@ -77,6 +88,8 @@ class Run:
         done = self.start()
         if done is None:
             return EXIT_USAGE
+        if isinstance(done, dict) and done.get("start_failed"):  # a rank could not start: no round can run
+            return keeper.finish(None, failed=True) if job.rank == 0 else EXIT_FAILED
         if isinstance(done, dict):  # restarted after the run had finished: say so, add nothing
             if job.rank == 0:
                 print(f"stress: restart {self.restart} found {keeper.path} already complete "

@@ -33,6 +33,11 @@ from nccl_bench.comm.base import (EXCHANGE_ROUND_S, Communicator, InitPlan, id_p
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded
 
+# Tests only: seconds this CPU model pays at a process's first communicator, as NCCL does (its first init
+# loads its kernels; on a GPU, CUDA starts then too), so that where that cost falls can be shown on CPU.
+FIRST_INIT_ENV = "NCCL_BENCH_GLOO_FIRST_INIT_S"
+_first_init_paid = False
+
 _OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
         "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.SUM}  # avg: sum, then divide
 
@@ -59,6 +64,7 @@ class GlooCommunicator(Communicator):
         if plan.before_create is not None:
             plan.before_create(self.ids_used)
         t0 = time.perf_counter()
+        self._first_init(deadline)
         prefix = f"gloo/{id_prefix(self.ids_used.ids)}"
         store = dist.PrefixStore(prefix, plan.store.raw)
         self._store, self._key = plan.store.raw, f"{prefix}/0/{plan.rank}"
@@ -70,6 +76,18 @@ class GlooCommunicator(Communicator):
                             f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
         self.timings.create = time.perf_counter() - t0
         self.created = True
+
+    def _first_init(self, deadline: Deadline) -> None:
+        """The process's first communicator pays FIRST_INIT_ENV's seconds; past the deadline it is a hang, as
+        NCCL's nonblocking init aborted at its deadline is."""
+        global _first_init_paid
+        if _first_init_paid:
+            return
+        _first_init_paid = True
+        time.sleep(float(os.environ.get(FIRST_INIT_ENV) or 0))
+        if deadline.expired():
+            raise self._err(DeadlineExceeded, "init", "deadline exceeded",
+                            "the process's first init outlasted the deadline")
 
     def destroy(self) -> None:
         self.pg = None

@@ -1,5 +1,5 @@
 """The stress journal as a result: a header line (schema, options, metadata), one line per round, and
-notes (baseline, resume, end). stress.journal writes it (fsynced line by line) and reads it back for
+notes (start, baseline, resume, end). stress.journal writes it (fsynced line by line) and reads it back for
 --resume; this reads it for the report and every other reader. A line a kill cut short is skipped and
 said. The summary beside it (kind stress-summary) is written by `summary_document`."""
 from __future__ import annotations
