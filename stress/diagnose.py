@@ -72,10 +72,26 @@ def stale_reads(records: list[RankRecord | None], nranks: int, history: History,
     return out
 
 
+def in_time_order(records: list[RankRecord | None]) -> list[RankRecord]:
+    """The ranks whose round ended in an error or a hang, the first in time first where every one says when
+    (its error's `at_s`, from the round's start: stress.round.Round.when); else in rank order."""
+    failed = [rec for rec in records if rec and rec.error and rec.verdict in ("error", "hang")]
+    if all(rec.error.get("at_s") is not None for rec in failed):
+        failed.sort(key=lambda rec: rec.error["at_s"])
+    return failed
+
+
+def timed(failed: list[RankRecord]) -> bool:
+    return bool(failed) and all(rec.error.get("at_s") is not None for rec in failed)
+
+
 def verdict(records: list[RankRecord | None], missing: list, died: bool = False) -> str:
     kinds = {rec.verdict for rec in records if rec}
     if died:  # a process crashed (the guide's errors); the survivors' hangs follow from it
         return "error"
+    failed = in_time_order(records)
+    if timed(failed):  # the first cause's kind: a deadline that passed first, and the errors that followed it
+        return failed[0].verdict
     for v in ("error", "hang", "wrong", "stale"):
         if v in kinds or (v == "hang" and missing):
             return v
@@ -154,7 +170,11 @@ def judge(mode: str, round_: int, nranks: int, records: list[RankRecord | None],
         v = "error"
     stale = stale_reads(records, nranks, history, mode)
     errors = [rec.error for rec in records if rec and rec.error]
-    first = next((e for e in errors if e["kind"] == "error"), errors[0] if errors else None)
+    failed = in_time_order(records)
+    if timed(failed):
+        first = failed[0].error
+    else:
+        first = next((e for e in errors if e["kind"] == "error"), errors[0] if errors else None)
     row = {"verdict": v, "category": CATEGORY[v], "wrong": sum(rec.wrong for rec in records if rec),
            "stale": stale, "missing": [r for r, _ in missing], "error": first, "culprits": [], "diagnosis": None}
     if v != "ok":
@@ -218,9 +238,23 @@ def explain(v: str, records, missing, stale, first, wrong: int, found: list[str]
         if not any(rec and rec.input_wrong for rec in records):
             parts.append("every rank's input matched the table: corrupted in transit or in the reduction")
     if first is not None and v in ("error", "hang"):
-        detail = f": {first['detail']}" if first.get("detail") else ""
-        parts.append(f"{first['kind']} on rank {first['rank']} in {first['op']}: {first['lib_error']}{detail}")
+        failed = in_time_order(records)
+        several = timed(failed) and len(failed) > 1
+        parts.append(("first: " if several else "") + failure_words(first))
+        after = next((rec.error for rec in failed[1:] if (rec.error["kind"], rec.error["op"]) !=
+                      (first["kind"], first["op"])), None) if several else None
+        if after is not None:
+            parts.append("then: " + failure_words(after))
     hung = sorted(rec.rank for rec in records if rec and rec.verdict == "hang")
     if hung and v != "hang" or (v == "hang" and len(hung) > 1):
         parts.append("deadline passed on ranks " + ", ".join(map(str, hung)))
     return "; ".join(parts)
+
+
+def failure_words(err: dict) -> str:
+    """'hang on rank 2 in init: deadline exceeded (3.02 s into the round, 2.41 s into init)'."""
+    detail = f": {err['detail']}" if err.get("detail") else ""
+    when = ""
+    if err.get("at_s") is not None:
+        when = f" ({err['at_s']:.2f} s into the round, {err['phase_s']:.2f} s into {err.get('last_phase') or op_phase(err)})"
+    return f"{err['kind']} on rank {err['rank']} in {err['op']}: {err['lib_error']}{detail}{when}"

@@ -119,9 +119,11 @@ class Round:
         self.seen: dict = {}
         self.phases = contextlib.ExitStack()
         self.started = time.perf_counter()
+        self.phase_started = self.started
         self.deadline: Deadline | None = None
 
     def reached(self, phase: str) -> None:
+        self.phase_started = time.perf_counter()
         self.rec.phases.append(phase)
         self.job.store.raw.set(f"stress/{self.plan.seq}/at/{self.job.rank}", phase)
 
@@ -192,7 +194,7 @@ class Round:
         rec.verify_s = time.perf_counter() - t0
 
     def failed(self, e: CommError) -> None:
-        self.rec.verdict, self.rec.error = e.kind, e.as_dict()
+        self.rec.verdict, self.rec.error = e.kind, {**e.as_dict(), **self.when()}
         if self.rec.error["rank"] < 0:  # raised where the rank is not known (the ID exchange)
             self.rec.error.update(rank=self.job.rank, host=self.job.ident.host)
 
@@ -201,7 +203,14 @@ class Round:
         self.rec.error = {"kind": "error", "op": "round", "lib_error": type(e).__name__,
                           "detail": str(e).strip().splitlines()[0][:300] if str(e).strip() else "",
                           "rank": self.job.rank, "host": self.job.ident.host,
-                          "phase": self.rec.last_phase or "skew"}
+                          "phase": self.rec.last_phase or "skew", **self.when()}
+
+    def when(self) -> dict:
+        """When a failure ended this rank's round: seconds from the round's start (every rank leaves its
+        start barrier at once, so these order the ranks' failures in time) and into its last phase."""
+        now = time.perf_counter()
+        return {"at_s": round(now - self.started, 4), "phase_s": round(now - self.phase_started, 4),
+                "last_phase": self.rec.last_phase or "skew"}
 
 
 def absent(job, plan: RoundPlan) -> RankRecord:

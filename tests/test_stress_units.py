@@ -95,6 +95,27 @@ def test_diagnosis_without_stale_ids_and_with_missing_ranks():
     assert "no stale ID" in d and "never arrived: rank 2 (hostx)" in d and "ncclSystemError: boom" in d
 
 
+def test_diagnosis_names_the_first_failure_in_time_and_what_followed():
+    """Four GPUs, round 0 (issue 68): three ranks passed their deadline in init, then the fourth's all_reduce
+    failed on a peer that had aborted. The deadline came first, so it is the cause; the error its consequence."""
+    def failed(rank, kind, op, lib, at, phase):
+        return {"kind": kind, "op": op, "lib_error": lib, "detail": "", "rank": rank, "host": "h", "at_s": at,
+                "phase_s": at - 0.6, "last_phase": phase}
+    recs = [_rec(0, ["a"], 0, "a", "hang", failed(0, "hang", "init", "deadline exceeded", 3.011, "init")),
+            _rec(1, ["a"], -1, "", "error", failed(1, "error", "all_reduce", "ncclSystemError", 3.043, "verify")),
+            _rec(2, ["a"], -1, "", "hang", failed(2, "hang", "init", "deadline exceeded", 3.004, "init")),
+            _rec(3, ["a"], -1, "", "hang", failed(3, "hang", "init", "deadline exceeded", 3.008, "init"))]
+    row = judge("scoped", 0, 4, recs, [], History())
+    assert row["verdict"] == "hang" and row["error"]["rank"] == 2, row
+    d = row["diagnosis"]
+    first, then = d.index("first: hang on rank 2 in init: deadline exceeded (3.00 s into the round, 2.40 s into init)"), \
+        d.index("then: error on rank 1 in all_reduce: ncclSystemError (3.04 s into the round")
+    assert first < then and "deadline passed on ranks 0, 2, 3" in d, d
+    recs[1].error["at_s"] = 0.5  # an error first: the hangs that follow are its consequence
+    row = judge("scoped", 1, 4, recs, [], History())
+    assert row["verdict"] == "error" and "first: error on rank 1 in all_reduce" in row["diagnosis"], row
+
+
 def test_diagnosis_of_wrong_results_and_caught_stale_ids():
     h = History()
     h.add("stock", 2, [_rec(1, ["x", "old"], 1, "old")])
