@@ -30,6 +30,8 @@ class GpuCheck:
     expect: str = "exit0"  # the judge (JUDGES)
     exit_code: int = 0
     env: dict = field(default_factory=dict)
+    # why it runs on fewer GPUs than the machine has; "": on every GPU (a 2-GPU pass is no evidence for 4)
+    fewer: str = ""
 
     def command(self, tmp: Path) -> list[str]:
         return [a.replace("{tmp}", str(tmp)) for a in self.argv]
@@ -40,8 +42,30 @@ def _journal(argv) -> list[dict]:
     return [r for r in rounds if r.get("type") == "round"]
 
 
+def machine_gpus() -> int:
+    import subprocess
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.splitlines())
+
+
 def judge_exit0(check, argv, out) -> str:
     return "exit 0"
+
+
+def judge_main_job(check, argv, out) -> str:
+    """The README's main job: every round on every GPU passed, and each rank's start was said apart from them."""
+    lines = [json.loads(line) for line in open(argv[argv.index("--journal") + 1])]
+    nranks, asked = lines[0]["options"]["nranks"], argv[argv.index("--rounds") + 1]
+    rounds = [r for r in lines if r.get("type") == "round"]
+    assert nranks == machine_gpus(), f"ran {nranks} ranks on a machine of {machine_gpus()} GPUs"
+    bad = [(r["round"], r["verdict"], (r.get("diagnosis") or "")[:200]) for r in rounds if r["verdict"] != "ok"]
+    assert len(rounds) == int(asked) and not bad, f"{len(rounds)} rounds, failed: {bad[:3]}"
+    start = [n for n in lines if n.get("type") == "start"][0]["ranks"]
+    took = [s["seconds"] for s in start]
+    return f"{len(rounds)}/{asked} rounds ok on {nranks} GPUs; start {min(took):.2f}-{max(took):.2f} s per rank"
 
 
 def judge_stale_round_1_then_ok(check, argv, out) -> str:
@@ -104,7 +128,9 @@ def judge_accept_pass(check, argv, out) -> str:
     from nccl_bench import records
     res = records.load(argv[argv.index("--json") + 1])
     assert res.meta["verdict"] == "PASS", [r for r in res.rows if r.get("status") == "fail"]
-    return f"PASS against {res.meta.get('profile')} ({res.meta.get('profile_origin')})"
+    ranks = re.search(r"^accept: profile .*, (\d+) rank\(s\)$", out, re.M)
+    assert ranks and int(ranks.group(1)) == machine_gpus(), f"accept ran {ranks and ranks.group(1)} ranks"
+    return f"PASS against {res.meta.get('profile')} ({res.meta.get('profile_origin')}) on {ranks.group(1)} GPUs"
 
 
 def judge_locate_healthy(check, argv, out) -> str:
@@ -169,9 +195,13 @@ CHECKS = [
              exit_code=1),
     GpuCheck("stress-one-rank", 1, 90, "one rank alone churns",
              ["-m", "stress", "--backend", "nccl", "--nranks", "1", "--rounds", "10", "--skew-max", "0",
-              "--journal", "{tmp}/one.jsonl"]),
-    GpuCheck("accept", 1, 420, "the node passes against its built-in or derived profile",
-             ["-m", "nccl_bench", "accept", "--json", "{tmp}/accept.json"], expect="accept-pass"),
+              "--journal", "{tmp}/one.jsonl"], fewer="one rank alone is what it shows"),
+    GpuCheck("main-job", 1, 480, "the README's main job on every GPU: 1000 re-inits under skew, 0 failures, each "
+             "rank's start outside the rounds' deadlines",
+             ["-m", "stress", "--rounds", "1000", "--journal", "{tmp}/main.jsonl"], expect="main-job"),
+    GpuCheck("accept", 1, 420, "accept with no flag (its JSON named for the judge): the node passes against its "
+             "built-in or derived profile", ["-m", "nccl_bench", "accept", "--json", "{tmp}/accept.json"],
+             expect="accept-pass"),
     GpuCheck("locate-healthy", 2, 300, "a healthy node: every pair and half measured, nothing named",
              ["-m", "nccl_bench", "locate", "--json", "{tmp}/locate.json"], expect="locate-healthy"),
     # script checks: what needs more than one command of ours (a job of its own, nccl-tests built beside us)

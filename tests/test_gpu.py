@@ -30,6 +30,9 @@ def test_the_release_lists_and_runs_its_checks_on_any_machine(tmp_path):
     for c in CHECKS:
         assert c.expect in JUDGES and bool(c.argv) != bool(c.script), c.name
         assert not c.script or (REPO / "tests" / "gpu" / c.script).is_file(), c.script
+    for c in CHECKS:  # every GPU of the machine, unless a check says why not (a 2-GPU pass is no evidence for 4)
+        pinned = "--nranks" in c.argv or "CUDA_VISIBLE_DEVICES" in c.env
+        assert pinned == bool(c.fewer), f"{c.name}: pins its GPUs without saying why, or says so and does not"
     release = [sys.executable, str(REPO / "tests" / "gpu" / "release.py")]
     listed = subprocess.run([*release, "--list"], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0 and all(c.name in listed.stdout for c in CHECKS), listed.stderr

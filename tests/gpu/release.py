@@ -3,8 +3,9 @@
     python3 tests/gpu/release.py --list
     python3 tests/gpu/release.py [WORD ...] [--out DIR] [--budget SECONDS]
 
-A WORD picks the checks whose names hold it (none: every check). A check that needs more GPUs than this
-machine has is skipped and says so; one that --budget has no minute left for, or that the budget cuts
+A WORD picks the checks whose names hold it (none: every check). Each check runs on every GPU of the machine
+unless it says why it needs fewer (GpuCheck.fewer). A check that needs more GPUs than this machine has is
+skipped and says so; one that --budget has no minute left for, or that the budget cuts
 short, is left for the next call (LATER) and said. Each check runs in its own folder under --out (default $OUT, else
 /tmp/gpu-release) with its log; the table comes last. Exit 0 when every check that ran passed, 1 else,
 2 on bad input. NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0).
@@ -21,21 +22,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
-from gpu_checks import CHECKS, JUDGES  # noqa: E402
+from gpu_checks import CHECKS, JUDGES, machine_gpus  # noqa: E402
 
 SAFE = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
         "PYTHONUNBUFFERED": "1"}
 WHEELS = REPO / ".whl"
 MIN_START_S = 60  # no check starts with less of the call's budget left
 SITE = Path("/tmp/site")
-
-
-def gpus() -> int:
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
 def environment(have: int) -> dict:
@@ -113,7 +106,7 @@ def main(argv: list[str]) -> int:
             print(f"{c.name:24} {c.gpus} GPU(s)  <= {c.timeout / 60:4.1f} min  {c.shows}\n{'':26}{how}")
         print(f"{len(picked)} checks, at most {sum(c.timeout for c in picked) / 60:.0f} min in all")
         return 0
-    out, have = Path(a.out), gpus()
+    out, have = Path(a.out), machine_gpus()
     env = environment(have)
     start, table = time.monotonic(), []
     for c in picked:
@@ -126,9 +119,12 @@ def main(argv: list[str]) -> int:
             status, said, took = run_one(c, out, env, left)
             table.append((c.name, status, said, took))
         print(f"release: {c.name}: {table[-1][1]} {table[-1][2]}", flush=True)
-    print(f"\n{'check':24} {'result':6} {'s':>5}  headline ({have} GPU(s); logs under {out})")
-    for name, status, said, took in table:
-        print(f"{name:24} {status:6} {took:5.0f}  {said}")
+    print(f"\n{'check':24} {'result':6} {'s':>5}  {'GPUs':4}  headline ({have} GPU(s); logs under {out})")
+    for (name, status, said, took), c in zip(table, picked):
+        print(f"{name:24} {status:6} {took:5.0f}  {'all' if not c.fewer else 'less':4}  {said}")
+    fewer = [c for c in picked if c.fewer]
+    if fewer:
+        print("on fewer GPUs: " + "; ".join(f"{c.name} ({c.fewer})" for c in fewer))
     return 1 if any(t[1] == "FAIL" for t in table) else 0
 
 
