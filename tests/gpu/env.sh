@@ -14,7 +14,10 @@ mkdir -p "$OUT"
 # What bin/setup does beyond pip, once per machine: this project's bytecode, the compiled launch loop and the data
 # check's kernels, so that a first run starts as a user's first run after setup does
 if [ ! -f /tmp/.nb-setup ]; then
-  python3 -m compileall -q -j 0 nccl_bench stress >/dev/null 2>&1
+  python3 -m compileall -q -j 0 nccl_bench stress $(python3 -c 'import importlib.util as u
+for n in ("numpy", "nccl", "cuda"):
+    s = u.find_spec(n)
+    print(*(s.submodule_search_locations or []) if s else [])' 2>/dev/null) >/dev/null 2>&1
   python3 -m nccl_bench.comm.launchloop >/dev/null 2>&1
   python3 -m nccl_bench.measure.datakernels >/dev/null 2>&1
   touch /tmp/.nb-setup
