@@ -239,3 +239,13 @@ def test_a_ctrl_c_caught_from_code_that_exec_ran_still_ends_130(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     proc = subprocess.run([sys.executable, "-m", "caught"], env=env, capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stderr.strip()) == (130, "interrupted"), (proc.returncode, proc.stderr)
+
+
+def test_a_stop_a_rank_carried_out_ends_the_job_as_stopped_however_the_rank_exits():
+    """SIGTERM to one rank once ended the job 0 (issue 72): the stop is the launcher's to say, not only the
+    signalled rank's exit code. The job's rank notes the stop, then every rank ends well."""
+    from helpers import run
+    proc = run(["-m", "stopjob"], env={"PYTHONPATH": str(REPO / "tests" / "jobs")}, timeout=120)
+    assert proc.returncode == 143, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.strip().splitlines() == ["terminated"], proc.stderr
+

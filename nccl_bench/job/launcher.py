@@ -60,9 +60,28 @@ def note_stop(signum: int) -> None:
     """A rank's signal handler that lets the run finish first calls this: once the module returns,
     the rank ends by that signal after all. A forked rank that returns normally hands its result to
     the launcher and waits for it to be read, which a launcher that is itself stopping never does (it
-    gives up after 30 s); a rank ended by the signal is reaped at once."""
+    gives up after 30 s); a rank ended by the signal is reaped at once. The launcher is told too, by a
+    file in the run's folder: a stop is the job's outcome however its ranks end (stopped_by)."""
     global _stop_noted
     _stop_noted = signum
+    said = os.environ.get(SAID_ENV)
+    if said:
+        try:
+            os.close(os.open(os.path.join(os.path.dirname(said), f"{STOP_NOTE}{signum}"), os.O_CREAT | os.O_WRONLY))
+        except OSError:
+            pass  # the run's folder is gone: the launcher is ending anyway
+
+
+STOP_NOTE = "stopped-by-"
+
+
+def stopped_by(folder: str) -> int | None:
+    """The signal a rank of this run noted as the stop it carried out (note_stop), or None."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    return next((int(n[len(STOP_NOTE):]) for n in sorted(names) if n.startswith(STOP_NOTE)), None)
 
 
 def run_module(argv: list[str]) -> None:
@@ -213,8 +232,9 @@ def _run(nranks: int, argv: list[str], start: str, max_restarts: int, failures: 
                 workers.stop(ranks, None if already else sig, grace)
             return stopped(sig)
         workers.stop(ranks, signal.SIGTERM, grace)  # after a failure: the others; else nothing is left
-        if not failed:
-            return 0
+        if not failed:  # every rank ended well: a stop one of them carried out is still the job's end
+            sig = stopped_by(folder)
+            return 0 if sig is None else stopped(sig)
         if restart == max_restarts:
             if failures is not None:
                 failures.extend(f.as_dict() for f in failed)
