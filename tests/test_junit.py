@@ -1,7 +1,7 @@
 """JUnit XML: parses back, has the elements and attributes JUnit consumers read, counts add up.
 
 The structure rules below are the common JUnit dialect (Jenkins' junit-10.xsd, GitLab,
-pytest --junitxml). Where lxml is installed (the GPU image has it) the file is also
+pytest --junitxml). Where lxml is installed (the test extras bring it; CI has it) the file is also
 validated against an XSD of that dialect.
 """
 import xml.etree.ElementTree as ET
@@ -153,7 +153,7 @@ def test_written_file_parses_back_with_right_counts(tmp_path):
 
 
 def test_validates_against_junit_xsd(tmp_path):
-    etree = pytest.importorskip("lxml.etree", reason="lxml not installed here (the GPU image has it)")
+    etree = pytest.importorskip("lxml.etree", reason="lxml not installed here (pip install .[test])")
     path = junit.write(tmp_path / "report.xml", *sample_suites())
     schema = etree.XMLSchema(etree.fromstring(XSD.encode()))
     doc = etree.parse(str(path))
