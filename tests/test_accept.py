@@ -12,12 +12,14 @@ from nccl_bench import records
 END_TO_END = ["--backend", "gloo", "--profile", "gloo-cpu", "--init-rounds", "3", "--stress-rounds", "4"]
 
 
-@pytest.mark.skipif(netns.why_not() is None, reason="tests/test_multinode.py runs this on node0, beside node1's")
-def test_accept_gloo_end_to_end(tmp_path):
-    out, xml, golden = tmp_path / "accept.json", tmp_path / "accept.xml", tmp_path / "golden.json"
-    proc = run(["-m", "nccl_bench", "accept", *END_TO_END, "--json", str(out), "--junit", str(xml),
-                "--record-baseline", str(golden)], timeout=400)
-    check_end_to_end(proc.returncode, proc.stdout + proc.stderr, out, xml, golden)
+# Where nodes can be made, tests/test_multinode.py runs this on node0, beside node1's; only elsewhere does it
+# run here (defined there alone, so that a run with nodes shows no skip for it).
+if netns.why_not() is not None:
+    def test_accept_gloo_end_to_end(tmp_path):
+        out, xml, golden = tmp_path / "accept.json", tmp_path / "accept.xml", tmp_path / "golden.json"
+        proc = run(["-m", "nccl_bench", "accept", *END_TO_END, "--json", str(out), "--junit", str(xml),
+                    "--record-baseline", str(golden)], timeout=400)
+        check_end_to_end(proc.returncode, proc.stdout + proc.stderr, out, xml, golden)
 
 
 def check_end_to_end(code: int, text: str, out, xml, golden):

@@ -20,6 +20,9 @@ class NoGpu(Exception):
 @contextlib.contextmanager
 def nvml():
     """Yield the pynvml module, initialised; NoGpu says why not."""
+    from nccl_bench.core.sysinfo import nvidia_driver
+    if not nvidia_driver():  # a machine without GPUs: nothing to install, nothing to read
+        raise NoGpu("this machine has no NVIDIA GPU (no driver loaded)")
     try:
         import pynvml as nv
     except ImportError:

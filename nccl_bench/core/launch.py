@@ -70,10 +70,14 @@ def _addr(env, default: str) -> str:
     return addr
 
 
+MAX_WORLD = 1 << 20  # ranks in one job: beyond the largest clusters NCCL runs on (a million GPUs)
+
+
 def _checked(ident: "Identity") -> "Identity":
     """Ranks inside their world, before anything waits on them."""
-    if ident.world_size < 1:
-        raise UsageError(f"launcher environment: the world size is {ident.world_size}, not at least 1")
+    if not 1 <= ident.world_size <= MAX_WORLD:
+        raise UsageError(f"launcher environment: the world size is {ident.world_size}, not 1 to {MAX_WORLD:,} "
+                         "(a store, a journal and a diagnosis are sized by it)")
     if not 0 <= ident.rank < ident.world_size:
         raise UsageError(f"launcher environment: rank {ident.rank} is outside a world of {ident.world_size} "
                          f"(ranks 0..{ident.world_size - 1})")

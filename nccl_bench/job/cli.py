@@ -17,6 +17,10 @@ def prog(command: str | None) -> str:
     `python -m nccl_bench bench` otherwise; `nccl-stress` or `python -m stress` for stress (command None)."""
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if command is None:
+        if script == "nccl-bench":  # `nccl-bench stress`, the table's way in to the same command
+            return "nccl-bench stress"
+        if os.path.basename(os.path.dirname(sys.argv[0] or "")) == "nccl_bench":  # python -m nccl_bench stress
+            return "python -m nccl_bench stress"
         return "nccl-stress" if script == "nccl-stress" else "python -m stress"
     return f"nccl-bench {command}" if script == "nccl-bench" else f"python -m nccl_bench {command}"
 

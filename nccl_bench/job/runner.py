@@ -15,7 +15,7 @@ from nccl_bench.core import launch
 from nccl_bench.job import launcher
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
-                               UsageError)
+                               UsageError, seconds)
 from nccl_bench.job.options import JobOptions
 
 
@@ -79,9 +79,11 @@ def guarded(fn: Callable[[], int]) -> int:
 def store_timeout_default() -> float:
     """Seconds to reach the job store (NCCL_BENCH_STORE_TIMEOUT, default 60)."""
     try:
-        return float(os.environ.get("NCCL_BENCH_STORE_TIMEOUT", 60))
+        value = float(os.environ.get("NCCL_BENCH_STORE_TIMEOUT", 60))
     except ValueError:
         raise UsageError("NCCL_BENCH_STORE_TIMEOUT must be a number of seconds") from None
+    seconds("NCCL_BENCH_STORE_TIMEOUT", value, most=86400.0)
+    return value
 
 
 def command_name(launch_argv: list[str]) -> str:
@@ -104,6 +106,7 @@ def say_starting(command: str, nranks: int, backend: str | None) -> None:
 def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: str | None = None,
                    backend: str | None = None, torch_free: bool = False, **kw) -> int:
     """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
+    store_timeout_default()  # a bad setting is the driver's one line, before any rank starts
     stem = logs.fix_stem(result, command_name(launch_argv), verbose)
     say_starting(command_name(launch_argv), nranks, backend)
     code = launcher.self_launch(nranks, launch_argv, preload=launcher.preload(torch_free), **kw)
