@@ -5,11 +5,17 @@ __version__ = "0.1.0"
 SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"  # set in a launcher of ours and the ranks it starts
 SAID_ENV = "NCCL_BENCH_SAID"  # a path our launcher picks: the process of the run that creates it says the stop's line
 EXIT_INTERRUPTED = 130  # as a shell reports a job ended by SIGINT
-EXIT_TERMINATED = 143  # and by SIGTERM
+EXIT_TERMINATED = 143  # and by SIGTERM (129 by SIGHUP: 128 + the signal, as a shell says it)
+STOP_WORDS = {15: "terminated", 1: "hangup"}  # SIGTERM, SIGHUP: the one line of each
 
 
 class Terminated(BaseException):
-    """SIGTERM in a process the user started, raised where KeyboardInterrupt is for SIGINT."""
+    """SIGTERM or SIGHUP (a service manager, a scheduler's first signal, a closed terminal) in a process the user
+    started, raised where KeyboardInterrupt is for SIGINT."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def honour_ctrl_c() -> None:
@@ -23,7 +29,7 @@ def honour_ctrl_c() -> None:
 
 
 def _raise_terminated(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
 
 
 def first_to_say() -> bool:
@@ -82,9 +88,9 @@ def _forget_unhandled_interrupt() -> None:
     exec("None")
 
 
-def terminated() -> int:
-    """A SIGTERM: its one line and the exit code."""
-    return _stop_line("terminated", EXIT_TERMINATED)
+def terminated(signum: int = 15) -> int:
+    """A SIGTERM or SIGHUP: its one line and the exit code (128 + the signal)."""
+    return _stop_line(STOP_WORDS.get(signum, "terminated"), 128 + signum)
 
 
 def entry(module: str, name: str) -> int:
@@ -94,12 +100,13 @@ def entry(module: str, name: str) -> int:
     import importlib
     import os
     import signal
-    if "RANK" not in os.environ and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_terminated)  # the one line for it too (a rank's launcher says it)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if "RANK" not in os.environ and signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _raise_terminated)  # the one line for it too (a rank's launcher says it)
     try:
         main = getattr(importlib.import_module(module), name)
     except KeyboardInterrupt:
         return interrupted()
-    except Terminated:
-        return terminated()
+    except Terminated as e:
+        return terminated(e.signum)
     return main()

@@ -115,7 +115,7 @@ def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> in
                           max_restarts=opts.max_restarts, failures=failures)
     # SIGTERM is the launcher's own (how it stops the others once one rank failed); SIGTERM or SIGINT sent
     # to a rank is a stop the ranks carried out (the journal says so): neither is a rank that was killed
-    died = [f for f in failures if f.get("signal") and f["signal"] not in ("SIGTERM", "SIGINT")]
+    died = [f for f in failures if f.get("signal") and f["signal"] not in ("SIGTERM", "SIGHUP", "SIGINT")]
     if died and Path(path).exists():
         for f in died:
             print(f"launcher: rank {f['rank']} (pid {f['pid']}) was killed by {f['signal']}", flush=True)

@@ -19,7 +19,7 @@ class Stop:
     in flight, journal it, and end with a verdict instead of dying mid-line. Ranks learn of the signal
     at different moments, so each round's records carry it and every rank stops after the same round."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
     def __init__(self) -> None:
         self.since: float | None = None

@@ -106,11 +106,14 @@ def test_a_signal_ends_the_run_at_once_and_leaves_nothing(tmp_path, sig, code):
 
 
 @pytest.mark.parametrize("sig, code, to", [(signal.SIGTERM, 143, "group"), (signal.SIGTERM, 143, "rank"),
-                                           (signal.SIGINT, 130, "launcher"), (signal.SIGINT, 130, "rank")],
-                         ids=["SIGTERM-group", "SIGTERM-rank", "SIGINT-launcher", "SIGINT-rank"])
+                                           (signal.SIGINT, 130, "launcher"), (signal.SIGINT, 130, "rank"),
+                                           (signal.SIGHUP, 129, "launcher"), (signal.SIGHUP, 129, "group")],
+                         ids=["SIGTERM-group", "SIGTERM-rank", "SIGINT-launcher", "SIGINT-rank", "SIGHUP-launcher",
+                              "SIGHUP-group"])
 def test_every_stop_signal_anywhere_ends_with_the_stop_line_and_the_summary(tmp_path, sig, code, to):
     """`timeout -s TERM` and scancel signal the whole group (the forkserver included); `kill` of one rank
-    or of the launcher: the same clean stop in every case."""
+    or of the launcher; SIGHUP (a closed terminal, to the group; a service manager's reload, to the launcher):
+    the same clean stop in every case."""
     token, journal = uuid.uuid4().hex, tmp_path / "j.jsonl"
     proc = start([*ARGS, "--journal", str(journal)], token)
     out, err, took = signal_and_wait(

@@ -89,7 +89,8 @@ def run_module(argv: list[str]) -> None:
     would; a non-zero exit leaves the process with that code (the launcher reads it)."""
     import runpy
     from multiprocessing import forkserver
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server ignores it (nccl_bench.job.serverside); a rank must not
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # the server ignores them (nccl_bench.job.serverside); a rank must not
+        signal.signal(sig, signal.SIG_DFL)
     # Born with SIGINT and SIGTERM blocked (self_launch): a SIGINT sent before now is dropped (the launcher
     # stops the ranks then), not raised here, where no handler would make it the one line.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -115,8 +116,8 @@ def run_module(argv: list[str]) -> None:
     finally:
         # Done: the launcher may now hold this process until the others are (its handshake), and stops
         # it with SIGTERM when one failed; our handlers, made for the run, must not delay that.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
         if _stop_noted is not None:  # asked to stop and done: end as the signal would have, lines flushed
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -172,8 +173,8 @@ def self_launch(nranks: int, argv: list[str], env_extra: dict | None = None,
         return _run(nranks, argv, start, max_restarts, failures, folder)
     except KeyboardInterrupt:  # before the ranks started
         return interrupted()
-    except Terminated:
-        return terminated()
+    except Terminated as e:
+        return terminated(e.signum)
     finally:
         with _stops_ignored():  # a second Ctrl-C must not cut the reaping short: it is the stop under way
             if start != "exec":
@@ -224,7 +225,7 @@ def _run(nranks: int, argv: list[str], start: str, max_restarts: int, failures: 
                           None if start == "exec" else _rank_entry, start)
             failed = workers.watch(ranks)
         except (KeyboardInterrupt, Terminated) as e:
-            sig = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM
+            sig = signal.SIGINT if isinstance(e, KeyboardInterrupt) else e.signum
             with _stops_ignored():  # the ranks get the same signal, and the grace to end their work
                 # Sent to the process group (a terminal's Ctrl-C), the signal reached the ranks too, and the
                 # first to catch it says the line: a second one would cut that short
@@ -285,7 +286,8 @@ def _failed_code(codes: list[int]) -> int:
     if EXIT_USAGE in codes:
         return EXIT_USAGE
     # a rank ended by a stop signal (-N), or by its own handler of one (128 + N, as a shell says it)
-    stops = {-c if c < 0 else c - 128 for c in codes if c in (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT)}
+    stops = {-c if c < 0 else c - 128 for c in codes
+             if c in (-signal.SIGTERM, -signal.SIGHUP, -signal.SIGINT, 128 + signal.SIGINT)}
     if len(stops) == 1 and all(c < 0 or c == 128 + signal.SIGINT for c in codes):
         # every rank that ended badly ended by the one stop signal (sent to a rank alone, which then
         # stopped the job after the round): the job was stopped, as by the shell's 128 + N
@@ -298,8 +300,8 @@ def stopped(signum: int) -> int:
     ranks it started stay quiet (nccl_bench.interrupted), whenever the signal caught them."""
     if signum == signal.SIGINT:
         return interrupted()
-    if signum == signal.SIGTERM:
-        return terminated()
+    if signum in (signal.SIGTERM, signal.SIGHUP):
+        return terminated(signum)
     return 128 + signum
 
 

@@ -61,9 +61,9 @@ def guarded(fn: Callable[[], int]) -> int:
         # Ending anyway: a second Ctrl-C (the launcher forwards the terminal's) must not cut this short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         return interrupted()
-    except Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        return terminated()
+    except Terminated as e:
+        signal.signal(e.signum, signal.SIG_IGN)
+        return terminated(e.signum)
     except (CommError, BarrierTimeout) as e:
         if not stopping(STOP_GRACE_S):  # a peer that a Ctrl-C ended is not news
             print(f"failed: {e}", file=sys.stderr)

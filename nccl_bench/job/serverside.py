@@ -12,6 +12,7 @@ import signal
 import sys
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal's, as SIGTERM
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
