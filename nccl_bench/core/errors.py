@@ -33,6 +33,11 @@ class StoreUnreachable(UsageError):
     """The job store (master address) cannot be reached: the job cannot run (exit 2)."""
 
 
+class StoreSilent(Exception):
+    """The job store's address accepts connections and never answers (another service on that port): a peer
+    that never came (exit 1)."""
+
+
 class CommError(Exception):
     """A communicator operation failed on one rank."""
 
@@ -72,6 +77,9 @@ class DeadlineExceeded(CommError):
 class BarrierTimeout(Exception):
     """Ranks that never arrived at a barrier within its timeout (names rank and host)."""
 
+    def who(self) -> str:
+        return ", ".join(f"rank {r} ({h or 'host unknown'})" for r, h in self.missing)
+
     def __init__(self, name: str, missing: list[tuple[int, str]], timeout: float):
         self.name = name
         self.missing = list(missing)
@@ -82,5 +90,12 @@ class BarrierTimeout(Exception):
         return (type(self), (self.name, self.missing, self.timeout))
 
     def __str__(self) -> str:
-        who = ", ".join(f"rank {r} ({h or 'host unknown'})" for r, h in self.missing)
-        return f"barrier '{self.name}' timed out after {self.timeout:g}s; never arrived: {who}"
+        return f"barrier '{self.name}' timed out after {self.timeout:g}s; never arrived: {self.who()}"
+
+
+class NeverJoined(BarrierTimeout):
+    """Ranks that never joined the job at its start (nccl_bench.job.runner.meet)."""
+
+    def __str__(self) -> str:
+        return (f"{self.who()} never joined the job within {self.timeout:g}s: is it running, with this job's "
+                "MASTER_ADDR, MASTER_PORT and WORLD_SIZE?")

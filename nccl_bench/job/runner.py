@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import traceback
 from datetime import timedelta
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, s
 from nccl_bench.core import launch
 from nccl_bench.job import launcher
 from nccl_bench.job import logs
-from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, StoreUnreachable,
-                               UsageError, seconds)
+from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, NeverJoined, StoreSilent,
+                                    StoreUnreachable, UsageError, seconds)
 from nccl_bench.job.options import JobOptions
 
 
@@ -145,6 +146,16 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
         if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
             print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except StoreSilent as e:  # a peer that never came
+        print(f"failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        meet(store, store_timeout)
+    except NeverJoined as e:
+        if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
+            print(f"failed: {e}", file=sys.stderr)
+        store.close()
+        return EXIT_FAILED
     job = Job(ident, store)
     code = EXIT_FAILED
     try:
@@ -154,6 +165,29 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     finally:
         leave(store, min(store_timeout, 30.0) if job.leave_timeout is None else job.leave_timeout)
     return code
+
+
+SAY_EVERY_S = 5.0  # a wait for ranks says on whom it waits this often
+
+
+def meet(store, timeout: float) -> None:
+    """Every rank of the job has joined its store, or NeverJoined names who has not after `timeout`: the one
+    wait for a peer, before any work, so that no later wait of the command waits for a rank that never came.
+    Meanwhile rank 0 says every SAY_EVERY_S seconds on whom it waits."""
+    store.arrive("job/joined")
+    t0 = time.monotonic()
+    while True:
+        left = timeout - (time.monotonic() - t0)
+        try:
+            store.wait_for("job/joined", min(SAY_EVERY_S, max(left, 0.001)))
+            return
+        except BarrierTimeout as e:
+            waited = time.monotonic() - t0
+            if waited >= timeout - 0.01:
+                raise NeverJoined("job/joined", e.missing, timeout) from None
+            if store.ident.rank == 0:
+                print(f"waiting for {e.who()} to join the job at {store.address}: {waited:.0f} s of {timeout:g} s",
+                      file=sys.stderr, flush=True)
 
 
 def leave(store, timeout: float) -> None:

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
+import threading
 import time
 from datetime import timedelta
 
-from nccl_bench.core.errors import BarrierTimeout, StoreUnreachable
+from nccl_bench.core.errors import BarrierTimeout, StoreSilent, StoreUnreachable
 from nccl_bench.core.launch import Identity
 
 _POLL_S = 0.02
@@ -45,6 +47,34 @@ def _reachable(addr: str, port: int, timeout: float) -> bool:
                 return False
             time.sleep(pause)
             pause = min(pause * 2, POLL_MAX_S)
+
+
+SAY_AFTER_S = 5.0  # a wait for the store says what it waits on after this long
+
+
+def _within(seconds: float, fn, say: str):
+    """fn()'s value, or TimeoutError after `seconds`: a store client whose peer accepts and never answers
+    waits in C++ for good (c10d's connect has no bound there); that thread is left behind as the process ends.
+    `say` goes to stderr once the wait has lasted SAY_AFTER_S."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller as it is
+            box["error"] = e
+    thread = threading.Thread(target=run, name="nb-store-connect", daemon=True)
+    thread.start()
+    bound = max(seconds, 0.001) + 1.0  # the client's own timeout, if it keeps it, comes first
+    thread.join(min(SAY_AFTER_S, bound))
+    if thread.is_alive() and bound > SAY_AFTER_S:
+        print(say, file=sys.stderr, flush=True)
+        thread.join(bound - SAY_AFTER_S)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _publish(path: str, value) -> None:
@@ -88,13 +118,22 @@ class JobStore:
             raise StoreUnreachable(f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
                                    "(master address unreachable?)")
         try:
-            self.raw = self._client(addr, port, timeout)
+            self.raw = _within(timeout, lambda: self._joined(addr, port, timeout),
+                               f"waiting for the job store at {addr}:{port} to answer (at most {timeout:g} s)")
+        except TimeoutError:
+            raise StoreSilent(f"the job store at {addr}:{port} accepts connections but never answered within "
+                              f"{timeout:g}s: another service on that port (MASTER_PORT)?") from None
         except Exception as e:  # the store's errors (timeout, refused) say it is unreachable
             raise StoreUnreachable(
                 f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
                 f"(master address unreachable?): {e.__class__.__name__}") from None
         self.address = f"{addr}:{port}"
-        self.raw.set(f"host/{ident.rank}", ident.host)
+
+    def _joined(self, addr: str, port: int, timeout: float):
+        """A client of the store, which has answered once (this rank's host set)."""
+        raw = self._client(addr, port, timeout)
+        raw.set(f"host/{self.ident.rank}", self.ident.host)
+        return raw
 
     # --- finding rank 0's store ---------------------------------------------------
     def _locate(self) -> tuple[str, int]:
@@ -176,11 +215,19 @@ class JobStore:
     def barrier(self, name: str, timeout: float | None = None, ranks: list[int] | None = None) -> None:
         """All ranks (or those of `ranks`) arrive at `name` (unique per round) or BarrierTimeout names
         who did not."""
-        timeout = self.timeout if timeout is None else timeout
+        self.arrive(name, ranks)
+        self.wait_for(name, self.timeout if timeout is None else timeout, ranks)
+
+    def arrive(self, name: str, ranks: list[int] | None = None) -> None:
+        """This rank at barrier `name`, once; wait_for it then, in one wait or several."""
         ranks = range(self.ident.world_size) if ranks is None else ranks
         self.raw.set(f"bar/{name}/{self.ident.rank}", b"1")
         if self.raw.add(f"bar/{name}/count", 1) == len(ranks):
             self.raw.set(f"bar/{name}/done", b"1")
+
+    def wait_for(self, name: str, timeout: float, ranks: list[int] | None = None) -> None:
+        """Every rank has arrived at barrier `name`, or BarrierTimeout names who had not after `timeout`."""
+        ranks = range(self.ident.world_size) if ranks is None else ranks
         try:
             self.raw.wait([f"bar/{name}/done"], _td(timeout))
         except Exception:  # the store's timeout: name the ranks that never arrived
