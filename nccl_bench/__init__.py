@@ -3,6 +3,7 @@ __version__ = "0.1.0"
 
 
 SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"  # set in a launcher of ours and the ranks it starts
+NOHUP_ENV = "NCCL_BENCH_NOHUP"  # set where the command was started with SIGHUP ignored (nohup): its ranks ignore it too
 SAID_ENV = "NCCL_BENCH_SAID"  # a path our launcher picks: the process of the run that creates it says the stop's line
 EXIT_INTERRUPTED = 130  # as a shell reports a job ended by SIGINT
 EXIT_TERMINATED = 143  # and by SIGTERM (129 by SIGHUP: 128 + the signal, as a shell says it)
@@ -100,6 +101,8 @@ def entry(module: str, name: str) -> int:
     import importlib
     import os
     import signal
+    if "RANK" not in os.environ and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        os.environ[NOHUP_ENV] = "1"  # started under nohup: a hangup is not a stop, for any process of the run
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if "RANK" not in os.environ and signal.getsignal(sig) == signal.SIG_DFL:
             signal.signal(sig, _raise_terminated)  # the one line for it too (a rank's launcher says it)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 from nccl_bench.comm.lifetime import destroy_note
@@ -120,12 +122,21 @@ def write_summary(path: Path, ledger: Ledger, base: dict | None, identity: dict,
         debris.unlink(missing_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     text = json.dumps(doc, indent=1) + "\n"
-    with open(tmp, "w") as f:
-        if failpoint.armed("summary"):
-            failpoint.write_then_die(f, text)
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "w") as f:
+            if failpoint.armed("summary"):
+                failpoint.write_then_die(f, text)
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a full disk: the summary is kept in the temporary folder, and said
+        tmp.unlink(missing_ok=True)
+        fallback = Path(tempfile.gettempdir()) / f"{path.stem}-{os.getpid()}{path.suffix}"
+        with open(fallback, "x") as f:
+            f.write(text)
+        print(f"cannot write {path} ({e.strerror or e}); the summary is kept in {fallback}", file=sys.stderr,
+              flush=True)
+        return fallback
     try:
         os.link(tmp, path)
     except FileExistsError:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -157,9 +159,38 @@ class Writer:
             self._f.write(line)
             self._f.flush()
             os.fsync(self._f.fileno())
-        except OSError as e:  # a full disk: the rounds written before stay, and --resume goes on from them
-            raise JournalWriteError(f"journal {self.path}: cannot write ({e.strerror or e}); the rounds before "
-                                    "are kept, --resume continues it once there is room") from None
+        except OSError as e:  # a full disk: the journal so far and the rest of the run go on elsewhere
+            self._move(line, e)
+
+    def _move(self, line: str, error: OSError) -> None:
+        """The journal so far (less a line the disk cut) and `line` in a new file in the temporary folder,
+        where the run goes on; one line names both. Only where that fails too does the run end
+        (JournalWriteError): the rounds written before stay, and --resume continues from them."""
+        import tempfile
+        import time
+        old = self.path
+        try:
+            self._f.close()
+        except OSError:
+            pass  # its last bytes are what the full disk refused
+        stem = old.name[:-len(old.suffix)] if old.suffix else old.name
+        new = Path(tempfile.gettempdir()) / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{old.suffix}"
+        try:
+            with open(old, "rb") as src, open(new, "xb") as dst:  # streamed: a soak's journal is large
+                shutil.copyfileobj(src, dst, 1 << 20)
+                if dst.tell() and (src.seek(-1, os.SEEK_END), src.read(1))[1] != b"\n":
+                    dst.write(b"\n")  # a line the disk cut: readers skip it and say so
+            self._f = open(new, "a")
+            self._f.write(line)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as e:
+            raise JournalWriteError(f"journal {old}: cannot write ({error.strerror or error}), nor {new} "
+                                    f"({e.strerror or e}); the rounds before are kept in {old}, --resume "
+                                    "continues it once there is room") from None
+        self.path = new
+        print(f"journal {old}: cannot write ({error.strerror or error}); every round so far and the rest of the "
+              f"run go to {new}", file=sys.stderr, flush=True)
 
     def round(self, row: dict) -> None:
         ranks = [r.to_json() if r else None for r in row.get("ranks") or []]

@@ -104,8 +104,9 @@ class Keeper:
         self.writer.note({"type": "end", "summary": self.ledger.tally.table(), "baseline": base,
                           "restarts": len(restarts), "leaks": findings, "time": time.time()})
         self.writer.close()
-        path = Path(self.opts.summary_json) if self.opts.summary_json else summary_path(self.path)
-        write_summary(path, self.ledger, base, self.identity, self.path, len(restarts), findings)
+        journal_path = self.writer.path  # where the journal went on, if the disk filled up
+        path = Path(self.opts.summary_json) if self.opts.summary_json else summary_path(journal_path)
+        path = write_summary(path, self.ledger, base, self.identity, journal_path, len(restarts), findings)
         print(f"summary: {path}", flush=True)
         leaked = self.opts.fail_on_leak and any(f["verdict"] == "LEAK" for f in findings)
         return EXIT_FAILED if failed or self.ledger.failed() or leaked else EXIT_OK

@@ -7,10 +7,12 @@ every rank stops after the same round; then each ends by that signal (nccl_bench
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
 
+from nccl_bench import NOHUP_ENV
 from nccl_bench.job import launcher
 
 
@@ -28,7 +30,8 @@ class Stop:
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
-                signal.signal(sig, self._on)
+                if sig != signal.SIGHUP or not os.environ.get(NOHUP_ENV):  # under nohup a hangup is no stop
+                    signal.signal(sig, self._on)
 
     def _on(self, signum, frame) -> None:
         if self.since is None:  # a Ctrl-C reaches each rank twice (the terminal, then the launcher)

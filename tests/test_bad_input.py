@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -212,6 +213,33 @@ def test_a_disk_that_fills_up_at_the_end_keeps_the_result_and_says_where(tmp_pat
     from nccl_bench import records
     assert records.load(str(kept)).kind == "bench" and records.load(str(kept)).rows
     kept.unlink()
+
+
+@pytest.mark.skipif(not can_mount(), reason="no mount namespace here (unshare -m)")
+def test_every_writer_keeps_what_it_computed_when_the_disk_fills(tmp_path):
+    """stress's journal goes on in the temporary folder with every round so far, and its summary beside it;
+    a report and a fleet verdict are made there; each says where in one line (issue 69)."""
+    from nccl_bench import records
+    journal = REPO / "tests" / "fixtures" / "stress_gloo.jsonl"
+    runs = {"stress": ["-m", "stress", "--backend", "gloo", "--rounds", "60", "--skew-max", "0", "--journal",
+                       f"{tmp_path}/m/j.jsonl"],
+            "report": ["-m", "nccl_bench", "report", str(journal), "--out", f"{tmp_path}/m/rep"],
+            "fleet": ["-m", "nccl_bench", "fleet", str(REPO / "tests" / "fixtures" / "bench_gloo.json"), "--out",
+                      f"{tmp_path}/m/fleet"]}
+    for name, argv in runs.items():
+        full = mounted(tmp_path, "size=40k", fill=24 * 1024)
+        proc = subprocess.run([*full, *argv], cwd=REPO, capture_output=True, text=True, timeout=180)
+        said = [x for x in proc.stderr.splitlines() if "No space left on device" in x]
+        assert proc.returncode in (0, 1) and len(said) == 1, (name, proc.returncode, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and not list((tmp_path / "m").glob("*.lock")), proc.stderr
+        kept = Path(said[0].rsplit(" ", 1)[-1].split(",")[0])
+        assert kept.exists() and str(kept).startswith(tempfile.gettempdir()), said
+        if name == "stress":
+            assert proc.returncode == 0 and len(records.load(str(kept)).rows) == 60, proc.stderr
+            summary = Path(next(x for x in proc.stdout.splitlines() if x.startswith("summary: ")).split(" ", 1)[1])
+            assert summary.parent == kept.parent, proc.stdout
+            summary.unlink()
+        shutil.rmtree(kept) if kept.is_dir() else kept.unlink()
 
 
 def test_resume_with_fewer_rounds_than_done_is_one_line(tmp_path):

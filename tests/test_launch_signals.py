@@ -24,9 +24,10 @@ ARGS = ["-m", "stress", "--backend", "gloo", "--nranks", "2", "--rounds", "10000
 
 
 def default_sigint() -> None:
-    """Ctrl-C as in a terminal: a shell's background job (or a CI runner) may start us with SIGINT
-    ignored, which every child would inherit."""
+    """Ctrl-C and a hangup as in a terminal: a shell's background job (or a CI runner, or nohup) may start us with
+    SIGINT or SIGHUP ignored, which every child would inherit."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def journal_records(path) -> list[dict]:

@@ -9,6 +9,7 @@ JSON; exit 1 when a node is flagged.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,7 +58,15 @@ def main(argv: list[str]) -> int:
              "fewer than 3 nodes: judged against their profiles only"), flush=True)
     for name, why in bad.items():
         print(f"BAD {name}: " + "; ".join(why), flush=True)
-    _write(out, a, nodes, names, metrics, bad, stats)
+    try:
+        _write(out, a, nodes, names, metrics, bad, stats)
+    except OSError as e:  # a full disk: the verdict's files go to the temporary folder, and that is said
+        kept = Path(tempfile.mkdtemp(prefix="nccl-bench-fleet-"))
+        a.junit = None if a.junit is None else str(kept / Path(a.junit).name)
+        _write(kept, a, nodes, names, metrics, bad, stats)
+        print(f"cannot write {out} ({e.strerror or e}); the fleet's verdict is kept in {kept}", file=sys.stderr,
+              flush=True)
+        out = kept
     print(f"fleet: {len(bad) or 'no'} node(s) flagged of {len(nodes)} ({time.perf_counter() - t0:.1f} s); "
           f"{out}", flush=True)
     return EXIT_FAILED if bad else 0

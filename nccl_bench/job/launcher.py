@@ -11,7 +11,7 @@ import signal
 import sys
 import uuid
 
-from nccl_bench import SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
+from nccl_bench import NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
 from nccl_bench.job import reaping, workers
 
@@ -89,8 +89,9 @@ def run_module(argv: list[str]) -> None:
     would; a non-zero exit leaves the process with that code (the launcher reads it)."""
     import runpy
     from multiprocessing import forkserver
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # the server ignores them (nccl_bench.job.serverside); a rank must not
-        signal.signal(sig, signal.SIG_DFL)
+    # the server ignores these (nccl_bench.job.serverside); a rank must not, unless its command runs under nohup
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN if os.environ.get(NOHUP_ENV) else signal.SIG_DFL)
     # Born with SIGINT and SIGTERM blocked (self_launch): a SIGINT sent before now is dropped (the launcher
     # stops the ranks then), not raised here, where no handler would make it the one line.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -11,6 +11,7 @@ before anything is written: bad input is one line naming the file, exit 2.
 from __future__ import annotations
 
 import shutil
+import tempfile
 import sys
 import time
 from dataclasses import dataclass, field
@@ -66,6 +67,24 @@ def default_out() -> Path:
     return out
 
 
+def written(opts: ReportOptions, mine, others, out: Path):
+    """The report built into `out`: (Report, path of report.md). Nothing half-written is left in a folder it
+    made where that fails."""
+    made = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        report = Report(opts, mine, others, out)
+        text = report.build()
+        path = out / "report.md"
+        with open(path, "x") as f:
+            f.write(text)
+        return report, path
+    except (UsageError, OSError):
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     if not a.files:
@@ -84,18 +103,12 @@ def main(argv: list[str]) -> int:
     for line in (line for res in mine + others for line in res.reading()):
         print(f"report: {line}")
     out = Path(opts.out) if opts.out else default_out()
-    made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    report = Report(opts, mine, others, out)
     try:
-        text = report.build()
-    except UsageError:
-        if made:  # nothing half-written is left where the report was to go
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    path = out / "report.md"
-    with open(path, "x") as f:
-        f.write(text)
+        report, path = written(opts, mine, others, out)
+    except OSError as e:  # a full disk: the report is made again in the temporary folder, and said
+        kept = Path(tempfile.mkdtemp(prefix="nccl-bench-report-"))
+        report, path = written(opts, mine, others, kept)
+        print(f"cannot write {out} ({e.strerror or e}); the report is kept in {kept}", file=sys.stderr, flush=True)
     print(f"report: {path} ({len(report.images)} plot(s))")
     if others:
         print(f"comparison: {report.flagged['regression']} regression(s), {report.flagged['improvement']} "
