@@ -216,3 +216,15 @@ def test_send_and_recv_from_nccl_dumps_are_replayed(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {r["collective"]: r for r in records.load(str(out)).rows}
     assert rows["send/recv"]["bytes"] == 17 * 4 and rows["send/recv"]["nwrong"] == 0, rows
+
+
+def test_a_profiler_trace_missing_ranks_of_its_group_is_named_not_a_key_error(tmp_path):
+    """One rank's trace of a 4-rank FSDP2 job (written on GPUs): the group and its missing ranks are named, exit 2,
+    with or without --allow-missing-ranks (then nothing is left: the job's one group lacks them)."""
+    import shutil
+    shutil.copy(REPO / "tests" / "fixtures" / "zoo" / "fsdp2" / "kineto" / "trace_rank0.pt.trace.json.gz", tmp_path)
+    err = one_line_error(run(["-m", "nccl_bench", "replay", str(tmp_path), "--list"], timeout=60))
+    assert "no trace for rank(s) [1, 2, 3]" in err and "lacks [1, 2, 3]" in err, err
+    err = one_line_error(run(["-m", "nccl_bench", "replay", str(tmp_path), "--list", "--allow-missing-ranks"],
+                             timeout=60))
+    assert "nothing left to replay" in err, err

@@ -96,7 +96,27 @@ def load(given: list[str], allow_missing: bool = False) -> Workload:
     if passed_over:
         wl.notes.append(f"passed over {len(passed_over)} file(s) in the folder that are not traces: "
                         + ", ".join(passed_over[:4]) + (" ..." if len(passed_over) > 4 else ""))
-    return checked(wl)
+    return checked(whole_groups(wl, allow_missing))
+
+
+def whole_groups(wl: Workload, allow_missing: bool) -> Workload:
+    """Only groups every member of which has a file: a group missing some is bad input naming them, or, with
+    `allow_missing`, left out with its calls and said."""
+    files = set(wl.ranks)
+    short = {k: sorted(set(g.ranks) - files) for k, g in wl.groups.items() if set(g.ranks) - files}
+    if not short:
+        return wl
+    missing = sorted({r for rs in short.values() for r in rs})
+    some = "; ".join(f"{wl.groups[k].label()} lacks {rs[:8]}" for k, rs in list(short.items())[:3])
+    if not allow_missing:
+        raise UsageError(f"{wl.files[0] if wl.files else 'the traces'}: no trace for rank(s) {missing[:8]}"
+                         f"{' ...' if len(missing) > 8 else ''} ({some}): give every rank's trace, or "
+                         "--allow-missing-ranks to replay only the groups whose ranks all have one")
+    wl.notes.append(f"no trace for rank(s) {missing[:8]}: the groups they belong to are left out "
+                    "(--allow-missing-ranks)")
+    wl.groups = {k: g for k, g in wl.groups.items() if k not in short}
+    wl.ranks = {r: [op for op in ops if op.group in wl.groups] for r, ops in wl.ranks.items()}
+    return wl
 
 
 def checked(wl: Workload) -> Workload:
