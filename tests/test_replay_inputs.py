@@ -228,3 +228,38 @@ def test_a_profiler_trace_missing_ranks_of_its_group_is_named_not_a_key_error(tm
     err = one_line_error(run(["-m", "nccl_bench", "replay", str(tmp_path), "--list", "--allow-missing-ranks"],
                              timeout=60))
     assert "nothing left to replay" in err, err
+
+
+def _moe_with_split(d: Path, rank: int, value: str) -> list[str]:
+    """The zoo's MoE job's traces (4 x H200), one rank's first uneven all_to_all's In split size set to `value`."""
+    out = []
+    for r in range(4):
+        src = REPO / "tests" / "fixtures" / "zoo" / "moe" / "kineto" / f"trace_rank{r}.pt.trace.json.gz"
+        doc = json.loads(gzip.decompress(src.read_bytes()))
+        if r == rank:
+            ev = next(e for e in doc["traceEvents"] if (e.get("args") or {}).get("In split size", "[]") != "[]")
+            ev["args"]["In split size"] = value
+        out.append(_write(d / src.name, gzip.compress(json.dumps(doc).encode())))
+    return out
+
+
+@pytest.mark.parametrize("value, says", [
+    ("[64, 72, 80, 89]", "sums to 305, which does not divide its In msg nelems 304"),
+    ("[64, -72, 80, 88]", "holds a negative split"),
+    ("[64, 72, 80, 88, 0]", "has 5 entries for a group of 4"),
+    ("[64, 'x', 80, 88]", "is not a list of whole numbers"),
+    ("[[64], 72]", "is not a list of whole numbers")], ids=["sum", "sign", "length", "letters", "nested"])
+def test_a_split_table_is_checked_against_its_message_with_the_true_reason(tmp_path, value, says):
+    files = _moe_with_split(tmp_path, 0, value)  # rank 0's first: [64, 72, 80, 88] of 304 elements
+    err = one_line_error(run(["-m", "nccl_bench", "replay", *files, "--list"], timeout=60))
+    assert says in err and ("trace_rank0" in err or "rank 0's" in err), err
+
+
+def test_splits_count_slices_of_the_first_dimension(tmp_path):
+    """A [tokens, hidden] tensor's splits count tokens: [38, 34, 40, 40] of 304 elements sent as 2-element rows
+    are 76, 68, 80, 80 elements (issue 70)."""
+    from nccl_bench.replay import traces
+    files = _moe_with_split(tmp_path, 0, "[38, 34, 40, 40]")
+    wl = traces.load(files)
+    op = next(op for op in wl.ranks[0] if op.splits is not None)
+    assert op.splits[0] == (76, 68, 80, 80), op.splits

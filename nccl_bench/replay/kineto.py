@@ -102,18 +102,31 @@ def read(paths: list[Path]) -> Workload:
     return wl
 
 
-def _split_row(args: dict) -> tuple[int, ...] | None:
-    """An all_to_all's "In split size" (what this rank sends each peer) where it is recorded and uneven."""
+def _split_row(args: dict, in_n: int, where: str) -> tuple[int, ...] | None:
+    """An all_to_all's "In split size" (what this rank sends each peer) where it is recorded and uneven, in
+    elements. PyTorch records splits in slices of the tensor's first dimension (a [tokens, hidden] tensor's rows),
+    so each is that many times the elements of a slice, which the message's element count over the splits' sum
+    gives; a table that is not whole numbers, is negative or does not divide the message is bad input, named."""
     value = args.get("In split size")  # a list of counts, as a list or its string
-    if isinstance(value, str) and len(value) < 1 << 16:
-        try:
-            value = ast.literal_eval(value) if value.strip() else []
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
-            return None
-    if not (isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
-                                                      and 0 <= v <= ELEMENTS_MAX for v in value)):
+    if value is None or value == "" or value == []:
         return None
-    return tuple(value) if len(set(value)) > 1 else None
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value) if len(value) < 1 << 16 else None
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            value = None
+    if not (isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        raise UsageError(f"{where}: its In split size is not a list of whole numbers")
+    if not value:  # even splits: PyTorch records none
+        return None
+    if any(v < 0 for v in value):
+        raise UsageError(f"{where}: its In split size {list(value)[:8]} holds a negative split")
+    total = sum(value)
+    if total == 0 or in_n % total or max(value) > ELEMENTS_MAX:
+        raise UsageError(f"{where}: its In split size sums to {total}, which does not divide its In msg nelems "
+                         f"{in_n} into slices of the tensor's first dimension")
+    per_slice = in_n // total
+    return tuple(v * per_slice for v in value) if len(set(value)) > 1 else None
 
 
 def _split_tables(wl: Workload) -> None:
@@ -130,6 +143,9 @@ def _split_tables(wl: Workload) -> None:
             if op.collective == "alltoall" and (op.group, op.seq) in rows:
                 g = wl.groups[op.group].ranks
                 got = rows[(op.group, op.seq)]
+                if r in got and len(got[r]) != len(g):
+                    raise UsageError(f"{wl.files[0] if wl.files else 'the traces'}: rank {r}'s {op.name}: its In split "
+                                     f"size has {len(got[r])} entries for a group of {len(g)}")
                 if not all(m in got and len(got[m]) == len(g) for m in g):
                     wl.skipped.append(f"rank {r}: {op.name}: an all_to_all with uneven splits whose every "
                                       "member's splits are not in the traces")
@@ -191,7 +207,7 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
         if span is None and not by_id:  # an older trace: the i-th kernel of the same group and call
             k = kernels.get(_key(a), [])
             span = _span(k[i]) if i < len(k) else None
-        row = _split_row(a) if name == "alltoall" else None  # what this rank sends each peer, where recorded
+        row = _split_row(a, in_n, f"{p}: {raw} (call {len(ops) + 1})") if name == "alltoall" else None
         # "Rank" is the root of a rooted call and the other end of a transfer, in group ranks
         other = _rank_arg(a, "Dst Rank" if name == "send" else "Src Rank" if name == "recv" else "Rank")
         if name in P2P:
