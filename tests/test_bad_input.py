@@ -149,6 +149,9 @@ CASES = [
     ("replay --list a dump of 200,001 entries", ["-m", "nccl_bench", "replay", "{tmp}/dump_rank0.json", "--list"],
      {"dump_rank0.json": lambda: json.dumps({"version": "2.10", "entries": [{}] * 200_001})}, {},
      "200001 entries, more than a Flight Recorder keeps"),
+    ("report of a 5,000-digit integer", ["-m", "nccl_bench", "report", "{tmp}/big.json", "--out", "{tmp}/r"],
+     {"big.json": lambda: (FIX / "bench_gloo.json").read_text().replace('"size": 8,', '"size": ' + "9" * 5000 + ",", 1)},
+     {}, "holds an integer of 5000 digits"),
 ]
 
 
@@ -269,3 +272,11 @@ def test_ctrl_c_is_honoured_when_the_parent_ignored_it(tmp_path):
             proc.wait()
     assert proc.returncode == 130 and "PASS" not in out, (proc.returncode, out[-1000:], err[-1000:])
     assert not (tmp_path / "a.json").exists()
+
+
+def test_a_result_saved_with_a_byte_order_mark_reads_as_json_readers_read_it(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_text((FIX / "bench_gloo.json").read_text(), encoding="utf-8-sig")
+    proc = run(["-m", "nccl_bench", "report", str(path), "--out", str(tmp_path / "r")], timeout=120)
+    assert proc.returncode == 0 and (tmp_path / "r" / "report.md").is_file(), proc.stderr
+

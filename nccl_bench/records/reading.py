@@ -32,7 +32,7 @@ def load(given: str, need_rows: bool = False) -> Result:
     try:
         if path.stat().st_size > MAX_BYTES:
             raise UsageError(f"{given}: {path.stat().st_size} bytes, more than a result file holds ({MAX_BYTES >> 20} MiB)")
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors save JSON, is no part of it
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{given}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     if not text.strip():
@@ -97,11 +97,24 @@ def folder(given: str) -> list[str]:
 def _json(given: str, text: str, constants: list[str]):
     """The parsed document, or None where it is not JSON; NaN and infinities noted in `constants`."""
     try:
-        return json.loads(text, parse_constant=lambda c: constants.append(c) or float(c))
+        return json.loads(text, parse_constant=lambda c: constants.append(c) or float(c), parse_int=_whole(given))
     except RecursionError:
         raise UsageError(f"{given}: nested deeper than any result is") from None
     except ValueError:
         return None
+
+
+INT_DIGITS_MAX = 30  # a count of bytes or rounds has far fewer; Python parses no more than 4,300
+
+
+def _whole(given: str):
+    """JSON's integers as Python's; one of more digits than any field of a result holds is said as such."""
+    def parse(digits: str) -> int:
+        if len(digits.lstrip("-")) > INT_DIGITS_MAX:
+            raise UsageError(f"{given}: holds an integer of {len(digits.lstrip('-'))} digits, more than any field "
+                             "of a result holds")
+        return int(digits)
+    return parse
 
 
 def asv_units(given: list[Result], asv_results: list[Result]) -> dict[str, str | None]:
