@@ -264,3 +264,20 @@ def test_a_folder_of_every_kind_gets_a_section_each(tmp_path):
     for kind in records.KINDS:
         assert f"## {records.KINDS[kind].title}" in text or kind == "asv", kind
     assert "Sequence per pass:" in text and "| call " in text  # replay: its rows, the ratio, the sequence
+
+
+def test_a_run_that_failed_before_its_first_row_is_reported_as_failed_not_a_reason_to_refuse(tmp_path):
+    """A bench that timed out leaves a result with no rows in results/runs/; the folder is still reported, that
+    run said as failed on the terminal and in the document (issue 69)."""
+    import shutil
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "bench_gloo.json", runs)
+    proc = run(["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "8", "-e", "1M", "--timeout", "0.001",
+                "-J", str(runs / "bench-timedout.json")], timeout=120)
+    assert proc.returncode == 1 and (runs / "bench-timedout.json").exists(), proc.stderr
+    proc = run(["-m", "nccl_bench", "report", str(runs), "--out", str(tmp_path / "r")], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stdout.splitlines() if "failed before its first row" in line]
+    assert len(said) == 1 and "bench-timedout.json" in said[0], proc.stdout
+    assert "## Runs that failed" in (tmp_path / "r" / "report.md").read_text()

@@ -67,6 +67,22 @@ def default_out() -> Path:
     return out
 
 
+def ran(results) -> tuple[list, list]:
+    """(results with rows, runs that ended before their first row: a bench that timed out, say). A folder of
+    runs is reported whole; a failed one is said as failed, not a reason to refuse the others."""
+    from nccl_bench.records.kinds import KINDS
+    def empty(r) -> bool:
+        return not r.rows and r.kind in KINDS and not KINDS[r.kind].empty_ok
+    return [r for r in results if not empty(r)], [r for r in results if empty(r)]
+
+
+def failed_words(res) -> str:
+    err = res.meta.get("error")
+    why = (f": {err.get('kind', 'error')} in {err.get('op', '?')}" if isinstance(err, dict) else
+           f": {err}" if err else "")
+    return f"a {res.kind} run that failed before its first row{why}"
+
+
 def written(opts: ReportOptions, mine, others, out: Path):
     """The report built into `out`: (Report, path of report.md). Nothing half-written is left in a folder it
     made where that fails."""
@@ -94,7 +110,15 @@ def main(argv: list[str]) -> int:
         print(f"report: reading the latest run, {latest}")
         a.files = [str(latest)]
     opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
-    mine, others = records.load_all(opts.files), records.load_all(opts.compare)  # all checked before writing
+    mine = records.load_all(opts.files, need_rows=False)  # all checked before writing
+    others = records.load_all(opts.compare)
+    mine, failed = ran(mine)
+    for res in failed:
+        print(f"report: {res.given}: {failed_words(res)}", flush=True)
+    if not mine:
+        print(f"report: every run given failed before its first row ({len(failed)}); nothing else to report",
+              flush=True)
+        return EXIT_FAILED
     if opts.fail_on_regression and not others and not any(r.kind == "asv" for r in mine):
         raise UsageError("--fail-on-regression needs --compare OTHER... or asv results (a history): there is "
                          "nothing to regress from")
@@ -109,6 +133,9 @@ def main(argv: list[str]) -> int:
         kept = Path(tempfile.mkdtemp(prefix="nccl-bench-report-"))
         report, path = written(opts, mine, others, kept)
         print(f"cannot write {out} ({e.strerror or e}); the report is kept in {kept}", file=sys.stderr, flush=True)
+    if failed:  # said in the document too, after what the runs that finished show
+        with open(path, "a") as f:
+            f.write("\n## Runs that failed\n\n" + "".join(f"- `{r.given}`: {failed_words(r)}\n" for r in failed))
     print(f"report: {path} ({len(report.images)} plot(s))")
     if others:
         print(f"comparison: {report.flagged['regression']} regression(s), {report.flagged['improvement']} "

@@ -226,4 +226,28 @@ def in_common(mine, others) -> str | None:
         a, b = [r for r in mine if r.kind == kind], [r for r in others if r.kind == kind]
         if a and b and globals()[kind](a, b):
             return None
+    a, b = [r for r in mine if r.kind == "bench"], [r for r in others if r.kind == "bench"]
+    if a and b:  # both hold bench rows, none alike: say how they differ
+        return (f"--compare: nothing in common to compare: this run holds {_bench_holds(a)}; the compared run "
+                f"{_bench_holds(b)} (a point compares with one of the same collective, series and size)")
     return f"--compare: nothing in common to compare: this run holds {holds(mine)}, the compared run {holds(others)}"
+
+
+def _bench_holds(results) -> str:
+    """Each collective's series (backend, GPUs, type, algorithm...) and sizes, in words: what --compare matches."""
+    from nccl_bench.report.plot import size_label
+    seen: dict[tuple, list[int]] = {}
+    for (coll, series, _, size) in _bench_points(results):
+        seen.setdefault((coll, series), []).append(size)
+    parts = [f"{coll} [{series}] {size_label(min(sizes))}-{size_label(max(sizes))}"
+             for (coll, series), sizes in sorted(seen.items())]
+    machines = sorted({_machine(r.meta) for r in results})
+    return (f"{', '.join(machines)}: " + "; ".join(parts[:4])
+            + (f" and {len(parts) - 4} more" if len(parts) > 4 else ""))
+
+
+def _machine(meta: dict) -> str:
+    """'nccl on 2 x NVIDIA H200', 'gloo on the CPU': where a bench ran, from its metadata."""
+    gpus = [g.get("name") for g in meta.get("gpus") or [] if isinstance(g, dict)]
+    where = f"{len(gpus)} x {gpus[0]}" if gpus else "the CPU"
+    return f"{meta.get('backend') or '?'} on {where}"
