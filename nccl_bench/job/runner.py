@@ -118,12 +118,14 @@ def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: s
 
 def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int],
             store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None,
-            torch_free: bool = False) -> int:
+            torch_free: bool = False, meeting: bool = True) -> int:
     """Self-launch `python launch_argv...` when no launcher started us; else run `worker` here.
 
     `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
     `result` is the command's result file when known: each rank's library log goes beside it.
     `torch_free`: the worker loads no torch, so neither do the launch and the job store.
+    `meeting`: every rank joins before the worker runs (meet); False for a worker that names absent ranks itself
+    (doctor's ranks_alive check).
     """
     ident = launch.detect()
     if store_timeout is None:
@@ -150,7 +152,8 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
         print(f"failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     try:
-        meet(store, store_timeout)
+        if meeting:
+            meet(store, store_timeout)
     except NeverJoined as e:
         if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
             print(f"failed: {e}", file=sys.stderr)
