@@ -118,7 +118,8 @@ CASES = [
     ("report: --compare with nothing in common", ["-m", "nccl_bench", "report", str(FIX / "nccltests_alltoall.json"),
                                                   "--compare", str(FIX / "nccltests_all_reduce_I1.json"),
                                                   "--fail-on-regression", "--out", "{tmp}/r"], {}, {},
-     "nothing in common to compare: this run holds bench (alltoall), the compared run bench (all_reduce)"),
+     "nothing in common to compare: this run holds nccl on 1 x NVIDIA H200: alltoall [default, regular] 1K-1M; the "
+     "compared run nccl on 1 x NVIDIA H200: all_reduce"),
     ("report: a file where a folder of results was meant", ["-m", "nccl_bench", "report", "{tmp}/empty"],
      {"empty/.keep": lambda: ""}, {}, "a folder with no result files in it"),
     ("report: an accept file whose profile is a list", ["-m", "nccl_bench", "report", "{tmp}/a.json", "--out",

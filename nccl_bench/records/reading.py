@@ -104,7 +104,7 @@ def _json(given: str, text: str, constants: list[str]):
         return None
 
 
-INT_DIGITS_MAX = 30  # a count of bytes or rounds has far fewer; Python parses no more than 4,300
+INT_DIGITS_MAX = 4300  # Python's own bound on parsing one; a field's range is checked with its kind's
 
 
 def _whole(given: str):

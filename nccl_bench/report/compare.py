@@ -247,7 +247,7 @@ def _bench_holds(results) -> str:
 
 
 def _machine(meta: dict) -> str:
-    """'nccl on 2 x NVIDIA H200', 'gloo on the CPU': where a bench ran, from its metadata."""
+    """Where a bench ran, from its metadata: the backend, and the GPUs' count and name (or the CPU)."""
     gpus = [g.get("name") for g in meta.get("gpus") or [] if isinstance(g, dict)]
     where = f"{len(gpus)} x {gpus[0]}" if gpus else "the CPU"
     return f"{meta.get('backend') or '?'} on {where}"
