@@ -130,29 +130,27 @@ def test_every_stop_signal_anywhere_ends_with_the_stop_line_and_the_summary(tmp_
     assert len(said) == 1 and sig.name in said[0], (out, err)
 
 
-def forkserver_starting(token: str) -> bool:
-    """The run's forkserver exists: it is importing torch (its preload) for a second or so."""
+def a_process_shows(token: str, proc_file: str, needle: bytes) -> bool:
+    """Some process of the run has `needle` in its /proc/PID/`proc_file`."""
     from helpers import survivors
     for pid in survivors(token):
         try:
-            if b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if needle in Path(f"/proc/{pid}/{proc_file}").read_bytes():
                 return True
         except OSError:
             pass
     return False
+
+
+def forkserver_starting(token: str) -> bool:
+    """The run's forkserver exists: it is importing torch (its preload) for a second or so."""
+    return a_process_shows(token, "cmdline", b"multiprocessing.forkserver")
 
 
 def importing_ours(token: str) -> bool:
     """The launcher is past Python's own start and into our imports: it has mapped the socket module (our
     `comm` imports it; `site` does not). A fixed delay found it still starting Python on a loaded machine."""
-    from helpers import survivors
-    for pid in survivors(token):
-        try:
-            if b"_socket" in Path(f"/proc/{pid}/maps").read_bytes():
-                return True
-        except OSError:
-            pass
-    return False
+    return a_process_shows(token, "maps", b"_socket")
 
 
 MOMENTS = {  # when a Ctrl-C reaches the process group of a starting bench, as ready(token, t_start)
