@@ -27,8 +27,8 @@ def test_the_schedule_is_a_round_robin_tournament(n):
 
 
 def locate(tmp_path, inject: str, *args):
-    # --fraction 0.02: an injected 30 ms reads far below it, a healthy pair on a loaded 2-core CI machine far above
-    # (docs/validation.md)
+    # --fraction 0.02: an injected 100 ms (before both sides of a direction) reads far below it, a healthy pair on a
+    # loaded 2-core CI machine far above (docs/validation.md)
     out = tmp_path / f"locate-{len(list(tmp_path.iterdir()))}.json"
     proc = run(["-m", "nccl_bench", "locate", "--backend", "gloo", "--nranks", "8", "--timeout", "30",
                 "--fraction", "0.02", "--json", str(out), *args], timeout=240,
@@ -53,7 +53,7 @@ def test_healthy_names_nobody_and_writes_json_heatmap_junit(tmp_path):
 
 
 def test_a_slow_sender_is_named_and_only_it(tmp_path):
-    proc, doc = locate(tmp_path, "slow-send:5:0.03")
+    proc, doc = locate(tmp_path, "slow-send:5:0.1")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("rank", [5])], proc.stdout
     assert "SUSPECT rank 5 (node-c GPU 1): every pair it sends on" in proc.stdout
@@ -61,7 +61,7 @@ def test_a_slow_sender_is_named_and_only_it(tmp_path):
 
 
 def test_a_pair_slow_only_between_each_other_is_named_as_a_pair(tmp_path):
-    proc, doc = locate(tmp_path, "slow-pair:2:6:0.03")
+    proc, doc = locate(tmp_path, "slow-pair:2:6:0.1")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert named(doc) == [("pair", [2, 6])], proc.stdout
     assert "both directions" in doc.meta["suspects"][0]["evidence"][0]
