@@ -6,8 +6,8 @@ SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"  # set in a launcher of ours and th
 NOHUP_ENV = "NCCL_BENCH_NOHUP"  # set where the command was started with SIGHUP ignored (nohup): its ranks ignore it too
 SAID_ENV = "NCCL_BENCH_SAID"  # a path our launcher picks: the process of the run that creates it says the stop's line
 EXIT_INTERRUPTED = 130  # as a shell reports a job ended by SIGINT
-EXIT_TERMINATED = 143  # and by SIGTERM (129 by SIGHUP: 128 + the signal, as a shell says it)
-STOP_WORDS = {15: "terminated", 1: "hangup"}  # SIGTERM, SIGHUP: the one line of each
+# SIGTERM, SIGHUP: the one line of each; the exit code is 128 + the signal (143, 129), as a shell says it
+STOP_WORDS = {15: "terminated", 1: "hangup"}
 
 
 class Terminated(BaseException):
