@@ -20,6 +20,7 @@ for n in ("numpy", "nccl", "cuda"):
     print(*(s.submodule_search_locations or []) if s else [])' 2>/dev/null) >/dev/null 2>&1
   python3 -m nccl_bench.comm.launchloop >/dev/null 2>&1
   python3 -m nccl_bench.measure.datakernels >/dev/null 2>&1
+  python3 -m nccl_bench smoke --nranks 1 --init regular >/dev/null 2>&1
   touch /tmp/.nb-setup
 fi
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Issue 68's GPU acceptance on every GPU of this machine (its acceptance needs 4: nvidia-h100-x4 or nvidia-h200-x4),
-# in calls of under 9 minutes each. Carry .whl (nccl4py, nvtx; .whl/mpi/mpich), .nccltests (nccl-tests 2.19.6) and
-# .before (`git archive d120bea nccl_bench stress pyproject.toml | tar -x -C .before`):
-#   bash tests/gpu/round0.sh 1   # round 0 beside d120bea; the first bench after setup and the start-up ratios
-#                                # beside nccl-tests (both launchers); the README's main job and accept
-#   bash tests/gpu/round0.sh 2   # on a fresh machine: its first bench beside nccl-tests'; release.py's checks of
-#                                # one command (every GPU), in one table
-#   bash tests/gpu/round0.sh 3   # release.py's script checks (nccl-tests beside us, torch-free, an FSDP2 replay);
-#                                # CHECKS="..." bash tests/gpu/round0.sh 3 for those it left LATER
+# in three calls of under 9 minutes each, back to back on one machine. Carry .whl (nccl4py, nvtx; .whl/mpi/mpich)
+# and .nccltests (nccl-tests 2.19.6); for part 0, .before too
+# (`git archive d120bea nccl_bench stress pyproject.toml | tar -x -C .before`):
+#   bash tests/gpu/round0.sh 1   # on a fresh machine: the first bench after setup beside nccl-tests' first, the
+#                                # start-up ratios (both launchers); then release.py's one-command checks, as many
+#                                # as the call has time for
+#   bash tests/gpu/round0.sh 2   # the README's main job (stress --rounds 1000, every GPU); CHECKS="..." adds
+#                                # what part 1 left LATER
+#   bash tests/gpu/round0.sh 3   # release.py's script checks (an FSDP2 replay, torch-free, nccl-tests beside us)
+#                                # and what is still LATER: CHECKS="..." bash tests/gpu/round0.sh 3
+#   bash tests/gpu/round0.sh 0   # round 0 beside d120bea (tests/gpu/round0.py)
 # Each part leaves $OUT/partN.tgz (every log and JSON) and $OUT/partN_table.txt, its tables, printed last.
 set -u
 cd "$(dirname "$0")/../.."
@@ -16,17 +19,18 @@ part=${1:-1}
 before=$([ -d .before ] && echo "$PWD/.before" || true)
 W=/tmp/round0_part$part && rm -rf $W && mkdir -p $W  # everything here; $OUT gets its tarball and the table
 case "$part" in
-1)
+0)
   OUT=$W python3 tests/gpu/round0.py $before > $W/round0.log 2>&1
+  sed -n '/^tree /,$p' $W/round0.log ;;
+1)  # the machine is fresh from setup (env.sh): the first run of each tool comes first, ours before theirs
   OUT=$W STARTUP_REPS=3 python3 tests/gpu/startup.py first > $W/first.log 2>&1
-  python3 tests/gpu/release.py main-job accept --out $W/release --budget 300 > $W/release.log 2>&1
-  { sed -n '/^tree /,$p' $W/round0.log; cat $W/startup_first_table.txt; sed -n '/^check /,$p' $W/release.log; } ;;
-2)  # on a machine fresh from setup (env.sh): its first bench first
-  OUT=$W STARTUP_REPS=3 python3 tests/gpu/startup.py own > $W/first.log 2>&1
-  python3 tests/gpu/release.py bench-every smoke stale init same-group stress- bench-split bench-cuda \
-    bench-register locate --out $W/release --budget 430 > $W/release.log 2>&1
-  { cat $W/startup_own_table.txt; sed -n '/^check /,$p' $W/release.log; } ;;
-*)  # what part 3 leaves LATER, run part 3 again: it runs only those
+  python3 tests/gpu/release.py accept smoke stale init same-group bench-every bench-split bench-cuda bench-register \
+    stress-corrupt stress-destroys stress-one locate --out $W/release --budget $((520 - SECONDS)) > $W/release.log 2>&1
+  { cat $W/startup_first_table.txt; sed -n '/^check /,$p' $W/release.log; } ;;
+2)
+  python3 tests/gpu/release.py main-job ${CHECKS:-} --out $W/release --budget 530 > $W/release.log 2>&1
+  sed -n '/^check /,$p' $W/release.log ;;
+*)
   checks="${CHECKS:-replay-fsdp bench-torch-free beside-nccl-tests}"
   python3 tests/gpu/release.py $checks --out $W/release --budget 520 > $W/release.log 2>&1
   sed -n '/^check /,$p' $W/release.log ;;
