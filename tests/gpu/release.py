@@ -13,6 +13,7 @@ short, is left for the next call (LATER) and said. Each check runs in its own fo
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import shutil
 import subprocess
@@ -52,6 +53,44 @@ def environment(have: int) -> dict:
     return env
 
 
+def adopt_orphans() -> None:
+    """A check's processes that outlive their parent come to us, not to init (a child subreaper), so that
+    leftovers() finds every one: a killed process group misses those a check started in groups of their own."""
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(d.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def leftovers() -> int:
+    """Kill and reap whatever a check left running under us; how many there were."""
+    killed = 0
+    for _ in range(100):  # each pass kills our children; theirs come to us (adopt_orphans) for the next
+        kids = children(os.getpid())
+        if not kids:
+            break
+        for pid in kids:
+            try:
+                os.kill(pid, 9)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        for pid in kids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    return killed
+
+
 def run_one(check, out: Path, env: dict, limit: float) -> tuple[str, str, float]:
     """(status, headline or why, seconds); `limit`: what is left of the call's budget."""
     tmp = out / check.name
@@ -78,6 +117,9 @@ def run_one(check, out: Path, env: dict, limit: float) -> tuple[str, str, float]
             os.killpg(proc.pid, 9)
             proc.wait()
             raise
+        finally:  # on every way out, and the log says so
+            if left := leftovers():
+                log.write(f"\nrelease: killed {left} process(es) the check left running\n")
         log.write(text)
     took = time.monotonic() - t0
     if proc.returncode != check.exit_code:
@@ -108,6 +150,7 @@ def main(argv: list[str]) -> int:
         return 0
     out, have = Path(a.out), machine_gpus()
     env = environment(have)
+    adopt_orphans()
     start, table = time.monotonic(), []
     for c in picked:
         left = a.budget - (time.monotonic() - start)
