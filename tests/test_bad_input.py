@@ -281,3 +281,25 @@ def test_a_result_saved_with_a_byte_order_mark_reads_as_json_readers_read_it(tmp
     proc = run(["-m", "nccl_bench", "report", str(path), "--out", str(tmp_path / "r")], timeout=120)
     assert proc.returncode == 0 and (tmp_path / "r" / "report.md").is_file(), proc.stderr
 
+
+
+def test_a_bench_file_with_sizes_out_of_order_reads_in_order_and_says_so_a_repeated_one_is_refused(tmp_path):
+    from nccl_bench import records
+    doc = json.loads((FIX / "bench_gloo.json").read_text())
+    key = "results" if "results" in doc else "rows"
+    doc[key] = doc[key][::-1]
+    shuffled = tmp_path / "shuffled.json"
+    shuffled.write_text(json.dumps(doc))
+    res = records.load(str(shuffled))
+    series = {}
+    for r in res.rows:
+        series.setdefault((r["collective"], r.get("algo"), r.get("init"), r.get("cycle")), []).append(r["size"])
+    assert all(s == sorted(s) for s in series.values()) and any("sizes out of order" in x for x in res.reading())
+    proc = run(["-m", "nccl_bench", "report", str(shuffled), "--out", str(tmp_path / "r")], timeout=120)
+    assert proc.returncode == 0 and "sizes out of order in all_reduce" in proc.stdout and "read in size order" in proc.stdout
+    doc[key] = doc[key] + doc[key][:1]
+    repeated = tmp_path / "repeated.json"
+    repeated.write_text(json.dumps(doc))
+    err = one_line_error(run(["-m", "nccl_bench", "report", str(repeated), "--out", str(tmp_path / "r2")],
+                             timeout=120))
+    assert "appears 2 times in one sweep" in err and "repeated.json" in err, err

@@ -281,3 +281,34 @@ def test_a_run_that_failed_before_its_first_row_is_reported_as_failed_not_a_reas
     said = [line for line in proc.stdout.splitlines() if "failed before its first row" in line]
     assert len(said) == 1 and "bench-timedout.json" in said[0], proc.stdout
     assert "## Runs that failed" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_many_runs_draw_one_readable_figure_and_library_warnings_go_to_the_log(tmp_path):
+    # past plot.MAX_LINES files a series is drawn once, as the median of the runs with their range; a report
+    # over thousands of runs drew a legend line per file (54 s for 2,000) and matplotlib warned on the terminal
+    files = [tmp_path / f"bench-{i}.json" for i in range(plot.MAX_LINES + 2)]
+    for path in files:
+        doctored(FIX / "bench_gloo.json", path, lambda d: None)
+    results = [records.load(str(p)) for p in files]
+    lines, runs = plot._bench_lines(results, "all_reduce")
+    assert runs == len(files) and not any("[" in label for label in lines)
+    assert all(len(rows) == len(files) for _, pts in lines.items() for _, rows in pts)
+    lines, runs = plot._bench_lines(results[:2], "all_reduce")
+    assert runs == 1 and all("[bench-" in label for label in lines)  # few files: a line each, named
+    proc = report(*files, "--out", tmp_path / "rep")
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stdout + proc.stderr, proc.stderr
+    assert (tmp_path / "rep" / "busbw-all_reduce.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_a_long_read_says_where_it_stands(capsys, monkeypatch):
+    from nccl_bench.report import command
+    clock = iter([0.0, 1.0, 6.0, 7.0, 12.5, 13.0])  # each call of monotonic()
+    monkeypatch.setattr(command.time, "monotonic", lambda: next(clock))
+    reading = command.Reading()  # at 0 s
+    for done in (1, 2, 3):  # read at 1, 6 and 7 s
+        reading(done, 4)
+    reading(4, 4)  # the last file: no line, done() says it
+    reading.done(4)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["report: read 2 of 4 files (6 s)", "report: read 4 files in 13 s; writing the report"], out

@@ -107,8 +107,38 @@ def result(path: Path, given: str, doc: dict, need_rows: bool = False) -> Result
     if not isinstance(meta, dict):
         raise UsageError(f"{given}: its metadata block is not an object")
     check_rows(given, "bench", rows, key, need_rows)
+    said: list[str] = []
+    rows = in_size_order(given, rows, said)
     top = {k: v for k, v in doc.items() if k not in ("kind", "schema", "meta", "rows", "results")}
-    return Result(path, given, "bench", meta, median_over_cycles(rows), top=top, cycles=rows)
+    return Result(path, given, "bench", meta, median_over_cycles(rows), top=top, cycles=rows, said=said)
+
+
+# what makes a row its own point of a sweep; every other field is measured or describes the run
+POINT = ("collective", "type", "redop", "root", "algo", "init", "backend", "nranks", "group", "color", "graph",
+         "cycle")
+
+
+def in_size_order(given: str, rows: list[dict], said: list[str]) -> list[dict]:
+    """The rows with each series' sizes ascending, as a sweep measures them. A point twice in one cycle is no
+    sweep's: refused, naming it. Sizes out of order (a file edited or joined by hand) are read in order, and
+    said."""
+    series: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        series.setdefault(tuple(str(r.get(k)) for k in POINT), []).append(i)
+    unsorted = []
+    for key, at in series.items():
+        sizes = [rows[i]["size"] for i in at]
+        if len(set(sizes)) < len(sizes):
+            twice = next(s for s in sizes if sizes.count(s) > 1)
+            raise UsageError(f"{given}: {key[0]} at {twice} B appears {sizes.count(twice)} times in one sweep "
+                             f"(cycle {key[-1] if key[-1] != 'None' else 0}): a sweep measures each size once")
+        if sizes != sorted(sizes):
+            unsorted.append(key[0])
+    if not unsorted:
+        return rows
+    said.append(f"{given}: sizes out of order in {', '.join(dict.fromkeys(unsorted))}; read in size order")
+    first = {key: at[0] for key, at in series.items()}
+    return sorted(rows, key=lambda r: (first[tuple(str(r.get(k)) for k in POINT)], r["size"]))
 
 
 PER_CYCLE = {*PLACES, *(p + "_per_iter" for p in PLACES), "cycle", "timestamp", "host_us"}  # differ between cycles

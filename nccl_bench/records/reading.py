@@ -78,10 +78,16 @@ def from_doc(doc, given: str, path: Path | None = None, need_rows: bool = False)
     return Result(path, given, kind, meta, doc["rows"], top=top)
 
 
-def load_all(names: list[str], need_rows: bool = True) -> list[Result]:
+def load_all(names: list[str], need_rows: bool = True, progress=None) -> list[Result]:
     """Each FILE; an asv results folder as its files (records.asv.folder); any other folder as the result
-    files in it (*.json, *.jsonl)."""
-    return [load(f, need_rows) for n in names for f in (folder(n) if Path(n).is_dir() else [n])]
+    files in it (*.json, *.jsonl). `progress(done, total)`, if given, is called after each file."""
+    files = [f for n in names for f in (folder(n) if Path(n).is_dir() else [n])]
+    loaded = []
+    for f in files:
+        loaded.append(load(f, need_rows))
+        if progress:
+            progress(len(loaded), len(files))
+    return loaded
 
 
 def folder(given: str) -> list[str]:

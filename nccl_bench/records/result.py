@@ -16,17 +16,18 @@ class Result:
     damaged: list[int] = field(default_factory=list)  # stress journal: lines a kill cut short (1-based)
     top: dict = field(default_factory=dict)  # keys beside the rows (a stress summary's failures, rounds)
     cycles: list[dict] | None = None  # bench -N: every cycle's rows (`rows` holds their medians)
+    said: list[str] = field(default_factory=list)  # what reading it found worth saying (bench: sizes reordered)
 
     def every_cycle(self) -> list[dict]:
         """A bench file's rows of every cycle (other kinds: the rows)."""
         return self.rows if self.cycles is None else self.cycles
 
     def reading(self) -> list[str]:
-        """What reading this file found worth saying: lines cut short, and the rounds read."""
+        """What reading this file found worth saying: lines cut short, the rounds read, sizes reordered."""
         if self.kind != "stress":
-            return []
+            return list(self.said)
         return [f"{self.given} line {n}: cut short (a write interrupted), skipped" for n in self.damaged] + [
-            f"{self.given}: {len(self.rows)} round(s) read"]
+            f"{self.given}: {len(self.rows)} round(s) read"] + self.said
 
     @property
     def machine(self) -> str:

@@ -30,12 +30,12 @@ def anchors(machine: str) -> dict[tuple[str, str], dict[int, tuple[float, float]
     out: dict = {}
     ar, co = ANCHORS / f"{machine}_allreduce.csv", ANCHORS / f"{machine}_collectives.csv"
     if ar.is_file():
-        for row in csv.DictReader(open(ar)):
+        for row in csv.DictReader(ar.read_text().splitlines()):
             for algo in ("ring", "tree"):
                 out.setdefault(("all_reduce", f"nccl-tests {algo}"), {})[int(row["bytes"])] = (
                     float(row[f"{algo}_oop_us"]), float(row[f"{algo}_oop_busbw_GBps"]))
     if co.is_file():
-        for row in csv.DictReader(open(co)):
+        for row in csv.DictReader(co.read_text().splitlines()):
             name, size = row["collective"], int(row["bytes"])
             if size <= 0:
                 continue

@@ -11,9 +11,10 @@ before anything is written: bad input is one line naming the file, exit 2.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import sys
+import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,25 @@ class ReportOptions:
 
 
 MAX_REGRESSION_LINES = 10  # the terminal names the most certain ones; report.md has them all
+SAY_EVERY_S = 5.0  # a long report says where it stands this often
+
+
+class Reading:
+    """Called after each file read: every SAY_EVERY_S seconds of a long read, says how far it is."""
+
+    def __init__(self):
+        self.t0 = self.said = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.said >= SAY_EVERY_S and done < total:
+            print(f"report: read {done:,} of {total:,} files ({now - self.t0:.0f} s)", flush=True)
+            self.said = now
+
+    def done(self, total: int) -> None:
+        took = time.monotonic() - self.t0
+        if took >= SAY_EVERY_S:
+            print(f"report: read {total:,} files in {took:.0f} s; writing the report", flush=True)
 
 
 def default_out() -> Path:
@@ -90,10 +110,15 @@ def written(opts: ReportOptions, mine, others, out: Path):
     try:
         out.mkdir(parents=True, exist_ok=True)
         report = Report(opts, mine, others, out)
-        text = report.build()
+        with warnings.catch_warnings(record=True) as said:  # matplotlib's and numpy's: the log's, not the terminal's
+            warnings.simplefilter("always")
+            text = report.build()
         path = out / "report.md"
         with open(path, "x") as f:
             f.write(text)
+        if said:
+            with open(out / "report.log", "w") as log:
+                log.writelines(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in said)
         return report, path
     except (UsageError, OSError):
         if made:
@@ -110,8 +135,10 @@ def main(argv: list[str]) -> int:
         print(f"report: reading the latest run, {latest}")
         a.files = [str(latest)]
     opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
-    mine = records.load_all(opts.files, need_rows=False)  # all checked before writing
-    others = records.load_all(opts.compare)
+    reading = Reading()
+    mine = records.load_all(opts.files, need_rows=False, progress=reading)  # all checked before writing
+    others = records.load_all(opts.compare, progress=reading)
+    reading.done(len(mine) + len(others))
     mine, failed = ran(mine)
     for res in failed:
         print(f"report: {res.given}: {failed_words(res)}", flush=True)

@@ -21,6 +21,7 @@ MODE_PALETTE = ("#0072B2", "#009E73", "#56B4E9", "#666666")
 VERDICT_STYLE = {"hang": ("X", "#D55E00"), "error": ("s", "#CC79A7"), "wrong": ("D", "#E69F00"),
                  "stale": ("^", "#000000")}
 SMALL_BYTES = 1 << 20  # the latency plot's sizes
+MAX_LINES = 12  # a bench figure draws a line per file up to this many; past it, each series' median over the files
 
 
 
@@ -72,29 +73,48 @@ def series_label(key: tuple) -> str:
     return f"{algo}, {init}" + (", graph" if how == "graph" else "") + (f", {var}" if var else "")
 
 
-def _bench_lines(results, collective: str, max_size: float | None = None):
-    """label -> sorted [(size, row)] for one collective across the given bench files."""
-    many = len(results) > 1
-    lines: dict[str, list] = {}
-    for res in results:
-        for row in res.rows:
-            if row["collective"] != collective or (max_size and row["size"] > max_size):
-                continue
-            label = series_label(series_key(res, row)) + (f" [{res.path.stem}]" if many else "")
-            lines.setdefault(label, []).append((row["size"], row))
-    return {k: sorted(v, key=lambda t: t[0]) for k, v in lines.items()}
+def _bench_lines(results, collective: str, max_size: float | None = None) -> tuple[dict[str, list], int]:
+    """(label -> sorted [(size, [row, ...])], runs pooled per line) for one collective: a line per series and
+    file while there are at most MAX_LINES (1 run per line); past that a line per series with every file's row
+    at each size (drawn as their median and range), so that a report over thousands of runs stays one readable
+    figure, drawn in seconds."""
+    per_file = len(results) > 1
+    for pass_ in (0, 1):
+        lines: dict[str, dict] = {}
+        for res in results:
+            for row in res.rows:
+                if row["collective"] != collective or (max_size and row["size"] > max_size):
+                    continue
+                label = series_label(series_key(res, row)) + (f" [{res.path.stem}]" if per_file else "")
+                lines.setdefault(label, {}).setdefault(row["size"], []).append(row)
+        if len(lines) <= MAX_LINES or not per_file:
+            break
+        per_file = False
+    runs = 1 if per_file or len(results) == 1 else len(results)
+    return {k: sorted(v.items()) for k, v in lines.items()}, runs
+
+
+def _drawn(ax, pts, value, label: str, runs: int, **style) -> None:
+    """One line through `pts` [(size, rows)]: where a size has several rows (repeated, or `runs` runs pooled)
+    their median, with their range shaded."""
+    xs = [s for s, _ in pts]
+    vals = [sorted(value(r) for r in rows) for _, rows in pts]
+    ax.plot(xs, [v[len(v) // 2] for v in vals], label=label + (f": median of {runs:,} runs, range shaded"
+                                                              if runs > 1 else ""), **style)
+    if max(map(len, vals)) > 1:
+        ax.fill_between(xs, [v[0] for v in vals], [v[-1] for v in vals], color=style.get("color"), alpha=0.15, lw=0)
 
 
 def busbw(results, collective: str, path: Path) -> Path:
     """busbw vs size for one collective: out-of-place solid, in-place dashed; link peak and anchors."""
     fig, ax = figure(figsize=(8, 4.8))
-    for i, (label, pts) in enumerate(_bench_lines(results, collective).items()):
+    lines, runs = _bench_lines(results, collective)
+    for i, (label, pts) in enumerate(lines.items()):
         c, m = PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]
-        xs = [s for s, _ in pts]
-        ax.plot(xs, [r["out_of_place"]["bus_bw"] for _, r in pts], color=c, marker=m, ms=4, lw=1.6,
-                label=f"{label} (out-of-place)")
-        ax.plot(xs, [r["in_place"]["bus_bw"] for _, r in pts], color=c, marker=m, ms=3, lw=1.0, ls="--",
-                mfc="white", label=f"{label} (in-place)")
+        _drawn(ax, pts, lambda r: r["out_of_place"]["bus_bw"], f"{label} (out-of-place)", runs, color=c, marker=m,
+               ms=4, lw=1.6)
+        _drawn(ax, pts, lambda r: r["in_place"]["bus_bw"], f"{label} (in-place)", runs, color=c, marker=m, ms=3,
+               lw=1.0, ls="--", mfc="white")
     machine = results[0].machine
     sizes = [r["size"] for res in results for r in res.rows if r["collective"] == collective]
     for label, xs, vals in anchor_lines(machine, collective, min(sizes), max(sizes), graph=False):
@@ -119,11 +139,10 @@ def latency(results, collectives: list[str], path: Path) -> Path:
     fig, axes = figure(rows, cols, figsize=(8.5 * cols, 3.9 * rows), squeeze=False)
     machine = results[0].machine
     for ax, name in zip(axes.flat, collectives):
-        for i, (label, pts) in enumerate(_bench_lines(results, name, SMALL_BYTES).items()):
-            xs = [s for s, _ in pts]
-            ax.plot(xs, [r["out_of_place"]["time"] for _, r in pts], color=PALETTE[i % len(PALETTE)],
-                    marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.4, ls="--" if "graph" in label else "-",
-                    label=label)
+        lines, runs = _bench_lines(results, name, SMALL_BYTES)
+        for i, (label, pts) in enumerate(lines.items()):
+            _drawn(ax, pts, lambda r: r["out_of_place"]["time"], label, runs, color=PALETTE[i % len(PALETTE)],
+                   marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.4, ls="--" if "graph" in label else "-")
         sizes = [r["size"] for res in results for r in res.rows if r["collective"] == name]
         graph = any(series_key(res, r)[2] == "graph" for res in results for r in res.rows)
         for label, xs, vals in anchor_lines(machine, name, min(sizes), min(max(sizes), SMALL_BYTES), graph):
