@@ -175,7 +175,7 @@ def replayed_on_gpu(wl):
         n = len(wl.ranks[r])
         outs.append({"rank": r, "times": [[12e-6] * n] * 3, "wrong": [0] * n, "ran": [],
                      "kernels": [[(100.0 * i + r, 100.0 * i + 9.0)] * 3 for i in range(n)]})
-    return replay_rows.fold(wl, outs)
+    return replay_rows.fold(wl, outs, 0.10)
 
 
 def test_a_row_is_judged_ready_against_ready_when_the_replay_saw_its_kernels():
@@ -226,3 +226,30 @@ def test_each_kernel_is_placed_in_the_range_its_launch_was_made_in():
     assert len(got) == len(kernels) == 5 * steps("tp", "kineto")
     kind = {"nccl:all_reduce": "AllReduce", "nccl:_all_gather_base": "AllGather", "nccl:_reduce_scatter_base": "ReduceScatter"}
     assert all(e["name"].startswith(f"ncclDevKernel_{kind[name]}") for name, e in got), got
+
+
+def test_a_dumps_sequence_says_what_each_side_holds_and_prints_no_ratio():
+    """A dump's durations are whole (each call's wait for its late peers is in them): the sequence keeps the job's
+    sum, says so, and takes no ratio of it (issue 70: `in the trace 2332922.34 us; 0.00 x`)."""
+    from nccl_bench.replay import rows as replay_rows
+    from nccl_bench.replay.command import lines
+    wl = zoo("tp", "fr")
+    outs = [{"rank": r, "times": [[12e-6] * len(wl.ranks[r])] * 3, "wrong": [0] * len(wl.ranks[r]), "ran": []}
+            for r in range(4)]
+    got, seq = replay_rows.fold(wl, outs, 0.10)
+    assert seq["trace_of"] == "duration_us" and seq["trace_us"] and seq["ratio"] is None
+    opts = type("Opts", (), {"slower_margin": 0.10, "max_slowdown": None})()
+    said = [line for line in lines(got, seq, [], opts) if line.startswith("# sequence")][0]
+    assert "of whole durations" in said and "no ratio" in said and " x" not in said.split("no ratio")[1], said
+
+
+@pytest.mark.parametrize("here_us, margin, slower", [(105.0, 0.10, False), (120.0, 0.10, True), (105.0, 0.0, True),
+                                                     (120.0, 0.25, False)])
+def test_slower_means_beyond_both_spreads_and_the_margin(here_us, margin, slower):
+    """Tight samples separate at any difference: 5 % beyond both spreads is not SLOWER at the 10 % margin, 20 % is;
+    --slower-margin 0 is the spread alone."""
+    from nccl_bench.replay.rows import ReplayRow
+    row = ReplayRow("all_reduce", 1024, "float", 0, [0, 1], 1, here_us, here_us - 0.5, here_us + 0.5, None, None, 0,
+                    100.0, 99.5, 100.5, 20)
+    row.judge(margin)
+    assert row.ratio == pytest.approx(here_us / 100.0) and row.slower is slower

@@ -24,6 +24,9 @@ from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 from nccl_bench.job.runner import Job, run_job
 
 MAX_ITERS = 10_000
+# a practical margin: samples this tight separate at any difference, and under 1 us on a 5-6 us call (10-15 %)
+# was seen between two runs of one job on one machine (issue 70)
+SLOWER_MARGIN = 0.10
 
 
 def parser() -> Parser:
@@ -36,6 +39,9 @@ def parser() -> Parser:
     p.add_argument("--json", default=None, help="result file (default results/runs/replay-<machine>-<time>.json)")
     p.add_argument("--max-slowdown", type=float, default=None, metavar="X",
                    help="exit 1 when a call runs more than X times the job's own time, beyond the spread")
+    p.add_argument("--slower-margin", type=float, default=SLOWER_MARGIN, metavar="F",
+                   help="a row is SLOWER only when beyond both sides' spread and more than this fraction slower than "
+                        "the job (default 0.1: 10 %%)")
     p.add_argument("--list", action="store_true", help="read and check the files, say what would be replayed, "
                    "and run nothing (with --json: what was read, as a file)")
     p.add_argument("--allow-missing-ranks", action="store_true",
@@ -60,6 +66,8 @@ def check_args(a) -> None:
         raise UsageError(f"--ranks-per-node must be 1..4096, got {a.ranks_per_node}")
     if a.max_slowdown is not None and not a.max_slowdown > 0:
         raise UsageError(f"--max-slowdown must be above 0, got {a.max_slowdown:g}")
+    if not 0 <= a.slower_margin <= 10:
+        raise UsageError(f"--slower-margin must be 0 to 10 (a fraction: 0.1 is 10 %), got {a.slower_margin:g}")
     results.check_writable(a.json, kind=None if a.list else "replay")
 
 
@@ -76,6 +84,7 @@ class ReplayOptions:
             raise UsageError("--max-slowdown needs the job's own times, and this trace has none (record with "
                              "TORCH_NCCL_ENABLE_TIMING=1, or give time_us in a workload file)")
         self.iters, self.warmup, self.json, self.max_slowdown = a.iters, a.warmup, a.json, a.max_slowdown
+        self.slower_margin = a.slower_margin
         self.digest = digest  # names the workload across nodes (accept's golden replay)
         self.job = job_options(a)
         # as many ranks as the trace has, where this node has them; under torchrun or srun, the launcher's world
@@ -169,7 +178,7 @@ def worker(opts: ReplayOptions, workload):
         wl = workload.fit(job.nranks)
         if not job.ident.single_node:
             wl = wl.crossing_here(job.ident.local_world_size)
-        rows, seq = replay_rows.fold(wl, everyone)
+        rows, seq = replay_rows.fold(wl, everyone, opts.slower_margin)
         bad = replay_rows.verdict(rows, opts.max_slowdown)
         meta = metadata(opts, wl, seq, job.nranks, everyone)
         path = records.write("replay", [r.to_json() for r in rows], meta, opts.json)
@@ -185,6 +194,7 @@ def metadata(opts: ReplayOptions, wl, seq: dict, nranks: int, outs: list[dict]) 
     meta = sysinfo.collect(opts.job.backend)
     meta["replay"] = {**summary(wl), "nranks": nranks, "digest": opts.digest,
                       "iters": opts.iters, "warmup": opts.warmup, "max_slowdown": opts.max_slowdown,
+                      "slower_margin": opts.slower_margin,
                       "ran": {str(o["rank"]): o["ran"] for o in outs},
                       "timing": "one cuda event between calls, each pass enqueued whole behind a hold; kernels from "
                       "profiled passes" if opts.job.backend != "gloo"
@@ -219,7 +229,9 @@ def lines(rows: list, seq: dict, bad: list, opts: ReplayOptions) -> list[str]:
                    "overlap%: the share of it that the job's other kernels ran beside it; x trace: ready_us over "
                    "trace_ready where both are known, else time_us over the job's time")
     here = f"{f(seq['here_median_us'])} us (quartiles {f(seq['here_p25_us'])}..{f(seq['here_p75_us'])})"
-    trace = (f"{f(seq['trace_us'])} us" + (" (its calls' ready times)" if seq["trace_of"] == "ready_us" else "")
+    trace = (f"{f(seq['trace_us'])} us" + (" (its calls' ready times)" if seq["trace_of"] == "ready_us" else
+                                           " of whole durations, each call's waits for its peers in them: not a "
+                                           "time to compare, no ratio" if seq["trace_of"] == "duration_us" else "")
              if seq["trace_us"] else str(seq["trace_of"]) if seq["trace_of"] and seq["trace_of"].startswith("not ")
              else "not known (no durations in the trace)")
     if seq.get("here_ready_us") is not None:
@@ -230,6 +242,9 @@ def lines(rows: list, seq: dict, bad: list, opts: ReplayOptions) -> list[str]:
     out.append(f"# sequence per pass (the slowest rank's calls, summed): here {here}; in the trace {trace}"
                + (f"; {seq['ratio']:.2f} x" + (" (ready over ready)" if seq.get("ratio_of") == "ready" else "")
                   if seq["ratio"] else ""))
+    if any(r.ratio for r in rows):
+        out.append(f"# SLOWER: beyond both sides' spread (its lower quartile above the job's upper) and more than "
+                   f"{opts.slower_margin:.0%} slower than the job (--slower-margin)")
     wrong = sum(r.nwrong for r in rows)
     out.append(f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}")
     for r in bad:

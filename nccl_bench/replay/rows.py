@@ -7,8 +7,9 @@ many times the group ran it in one pass of the trace. A call's time is the avera
 ranks (nccl-tests' default); `time_us` is the median over every call and timed pass, with its
 quartiles; busbw follows nccl-tests' formula for the collective (a transfer: 1). `trace_time_us` is
 the same median over the trace's own durations. A row is slower here when its lower quartile is above
-the trace's upper one (beyond the spread of both), and fails `--max-slowdown X` when it is also more
-than X times the trace's median. Where a profiler trace gives each call's time once its last rank had
+the trace's upper one (beyond the spread of both) and its median more than a practical margin above the
+job's (`--slower-margin`, 10 %), and fails `--max-slowdown X` when it is also more than X times the
+trace's median. Where a profiler trace gives each call's time once its last rank had
 started it (`trace_ready_us`), that is the job's time the row is judged against; `trace_overlap_pct`
 says how much of the job's call ran beside other kernels (the job's compute).
 """
@@ -66,9 +67,9 @@ class ReplayRow:
     crossed_network: bool = False  # its group spanned nodes in the job: no ratio against the job's times
     ratio_of: str | None = None  # "trace_ready" or "trace": what the ratio is taken against
     ratio: float | None = None
-    slower: bool = False  # its lower quartile above the trace's upper one
+    slower: bool = False  # its lower quartile above the trace's upper one, and its ratio above 1 + the margin
 
-    def judge(self) -> None:
+    def judge(self, margin: float) -> None:
         """Like against like: where the job's trace has its ready time and the replay its kernels, the replay's ready
         time over the job's; else the per-call time against the job's ready time, else against its whole
         durations (which include waiting for a late peer)."""
@@ -84,25 +85,26 @@ class ReplayRow:
         if not base or self.crossed_network:
             base, self.ratio_of = None, None
         self.ratio = here / base if here and base else None
-        self.slower = bool(self.ratio and low > upper)
+        self.slower = bool(self.ratio and low > upper and self.ratio > 1 + margin)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def fold(wl: Workload, outs: list[dict]) -> tuple[list[ReplayRow], dict]:
-    """(rows, sequence) from every rank's {"rank", "times": [pass][call], "wrong": [call]}."""
+def fold(wl: Workload, outs: list[dict], margin: float) -> tuple[list[ReplayRow], dict]:
+    """(rows, sequence) from every rank's {"rank", "times": [pass][call], "wrong": [call]}; `margin`: how much
+    slower than the job a row must be, beyond both spreads, to be SLOWER."""
     by_rank = {o["rank"]: o for o in outs}
     occurrences: dict[tuple, dict[int, list[int]]] = {}  # key -> rank -> indices of its calls with that key
     for r, ops in wl.ranks.items():
         for i, op in enumerate(ops):
             occurrences.setdefault(row_key(op, wl, r), {}).setdefault(r, []).append(i)
-    made = {key: _row(wl, by_rank, key, per_rank) for key, per_rank in occurrences.items()}
+    made = {key: _row(wl, by_rank, key, per_rank, margin) for key, per_rank in occurrences.items()}
     rows = sorted(made.values(), key=lambda r: (-(r.time_us or 0) * r.calls))
     return rows, sequence(wl, by_rank, {r: [made[row_key(op, wl, r)] for op in ops] for r, ops in wl.ranks.items()})
 
 
-def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]) -> ReplayRow:
+def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]], margin: float) -> ReplayRow:
     collective, nbytes, dtype, group, ranks = key
     calls = max(len(ix) for ix in per_rank.values())
     here, trace, ready, overlap, kernels = [], [], [], [], []
@@ -125,7 +127,7 @@ def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]
                     _q(ready, 0.5), _q(ready, 0.25), _q(ready, 0.75), None if not overlap else 100 * _q(overlap, 0.5),
                     _q(kernels, 0.5), _q(kernels, 0.25), _q(kernels, 0.75))
     row.crossed_network = group in wl.crossed
-    row.judge()
+    row.judge(margin)
     return row
 
 
@@ -167,12 +169,13 @@ def sequence(wl: Workload, by_rank: dict, rows_of: dict[int, list[ReplayRow]] | 
                 trace, of = max(sum(getattr(op, field) for op in ops) for ops in wl.ranks.values()), field
                 break
     base = ready_here if ready_here else _q(here, 0.5)
+    whole = of == "duration_us"  # the job's whole durations hold every wait for a late peer: no ratio of those
     if wl.crossed:  # part of the job's sequence crossed a network: the whole does not compare with this node's
         trace, of = None, "not compared: groups of the job crossed a network"
     return {"here_us": here, "here_median_us": _q(here, 0.5), "here_p25_us": _q(here, 0.25),
             "here_p75_us": _q(here, 0.75), "here_ready_us": ready_here, "trace_us": trace, "trace_of": of,
             "calls_without_ready": left, "ratio_of": "ready" if ready_here else "time",
-            "ratio": base / trace if trace and base else None}
+            "ratio": base / trace if trace and base and not whole else None}
 
 
 def verdict(rows: list[ReplayRow], max_slowdown: float | None) -> list[ReplayRow]:
