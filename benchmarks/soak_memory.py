@@ -86,7 +86,8 @@ def main() -> int:
     doc = {"rounds": a.rounds, "backend": a.backend, "nranks": a.nranks, "every": a.every,
            "stress_exit": code, "leakcheck_exit": lc_code, "rows": rows}
     (out / "soak_memory.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{'process':10} {'stress B/round':>15} {'99% interval':>22} {'bare loop B/init':>17} {'harness B/round':>16}")
+    print(f"{'process':10} {'stress B/round':>15} {'99% interval':>22} {'bare loop B/init':>17} "
+          f"{'harness B/round':>16}")
     for r in rows:
         def f(v):
             return "-" if v is None else f"{v:.1f}"

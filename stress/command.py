@@ -29,7 +29,8 @@ def parser() -> Parser:
     p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(COLLECTIVES))
     p.add_argument("--bytes", type=int, default=4096, help="bytes of its largest buffer (default 4096)")
     p.add_argument("--on-failure", default="continue", help=" | ".join(ON_FAILURE))
-    p.add_argument("--journal", default=None, help="JSON-lines journal (default results/runs/stress-<machine>-<time>.jsonl)")
+    p.add_argument("--journal", default=None,
+                   help="JSON-lines journal (default results/runs/stress-<machine>-<time>.jsonl)")
     p.add_argument("--summary-json", default=None, metavar="PATH",
                    help="write the summary here (default: <journal>-summary.json); without --journal "
                         "the journal goes beside it as <PATH stem>.journal.jsonl")
@@ -62,8 +63,9 @@ def parser() -> Parser:
 
 
 def options(a) -> StressOptions:
-    return StressOptions(job_options(a, allow_all=True, default_timeout=default_timeout), rounds=a.rounds, skew_max=a.skew_max, seed=a.seed, collective=a.collective,
-                         bytes=a.bytes, on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
+    return StressOptions(job_options(a, allow_all=True, default_timeout=default_timeout), rounds=a.rounds,
+                         skew_max=a.skew_max, seed=a.seed, collective=a.collective, bytes=a.bytes,
+                         on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
                          journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
                                                if a.summary_json else None),
                          check_ids=a.check_ids, baseline=a.baseline, inject=[Injection.parse(i) for i in a.inject],

@@ -256,5 +256,6 @@ def failure_words(err: dict) -> str:
     detail = f": {err['detail']}" if err.get("detail") else ""
     when = ""
     if err.get("at_s") is not None:
-        when = f" ({err['at_s']:.2f} s into the round, {err['phase_s']:.2f} s into {err.get('last_phase') or op_phase(err)})"
+        phase = err.get("last_phase") or op_phase(err)
+        when = f" ({err['at_s']:.2f} s into the round, {err['phase_s']:.2f} s into {phase})"
     return f"{err['kind']} on rank {err['rank']} in {err['op']}: {err['lib_error']}{detail}{when}"

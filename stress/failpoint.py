@@ -2,7 +2,8 @@
 make it, so tests can prove the journal and summary survive a crash at the worst place.
 
 Armed by NCCL_BENCH_KILL_AT=POINT[:N] (tests and tests/gpu scripts only): at the Nth time the
-writer reaches POINT it writes part of what it was writing, kills its launcher and itself with SIGKILL. Points: `append` (a journal line), `summary` (the summary file).
+writer reaches POINT it writes part of what it was writing, kills its launcher and itself with SIGKILL.
+Points: `append` (a journal line), `summary` (the summary file).
 """
 from __future__ import annotations
 

@@ -76,7 +76,8 @@ def gather(job, seq: int, rec: RankRecord, timeout: float, everyone: peers.Peers
             dead = everyone.dead(missing)
             now = time.monotonic()
             if now >= end or len(dead) == len(missing) or (stop.requested and now - stop.since > stop_grace):
-                recs = [RankRecord.from_json(json.loads(raw.get(k))) if present[r] else None for r, k in enumerate(keys)]
+                recs = [RankRecord.from_json(json.loads(raw.get(k))) if present[r] else None
+                        for r, k in enumerate(keys)]
                 return recs, [(r, job.store.host_of(r)) for r in missing], dead
     except Exception as e:  # a lost store's network error is told apart below; anything else goes on up
         lost = store_lost(e, job.rank, "gather")

@@ -63,8 +63,8 @@ class JudgedRound:
         if behind:  # every rank published the due round's teardown before this round's barrier
             keep(behind.collect(behind.due(seq)))
         self.leak.round(r)
-        if "store-loss" in plan.faults:  # rank 0 hosts the store: dropping its server takes it away
-            job.store.server = None
+        if "store-loss" in plan.faults:  # rank 0 hosts the store: its server stops, and the store is gone
+            job.store.stop_serving()
         rec = absent(job, plan) if "missing-rank" in plan.faults else run_round(
             job, opts.job.backend, opts.job.ranks_per_root, plan, self.verify, behind.reaper if behind else None)
         if opts.leak_every and seq % opts.leak_every == opts.leak_every - 1:  # after init number seq + 1

@@ -2,8 +2,6 @@
 import json
 import xml.etree.ElementTree as ET
 
-import pytest
-
 import netns
 from helpers import one_line_error, run
 from nccl_bench import records

@@ -63,7 +63,8 @@ CASES = [
      {}, {}, "cannot write in /proc"),
     ("fleet --out under /proc", ["-m", "nccl_bench", "fleet", str(ACCEPT), "--out", "/proc/f"], {}, {},
      "cannot write in /proc"),
-    ("accept --json under /sys", ["-m", "nccl_bench", "accept", "--json", "/sys/a.json"], {}, {}, "cannot write in /sys"),
+    ("accept --json under /sys", ["-m", "nccl_bench", "accept", "--json", "/sys/a.json"], {}, {},
+     "cannot write in /sys"),
     ("bench -J a folder", [*BENCH, "-J", "{tmp}"], {}, {}, "a folder, where a file is expected"),
     # settings
     ("MASTER_PORT not a port", ["-m", "nccl_bench", "smoke"], {}, {"RANK": "0", "WORLD_SIZE": "1",
@@ -109,7 +110,8 @@ CASES = [
      "neg.json: row 0, 'size'"),
     ("report: NaN busbw", ["-m", "nccl_bench", "report", "{tmp}/nan.json"],
      {"nan.json": lambda: doc_with(FIX / "bench_gloo.json", bench_rows(
-         lambda r: r["out_of_place"].update(bus_bw=float("nan"))))}, {}, "'out_of_place.bus_bw': nan is not a finite measurement"),
+         lambda r: r["out_of_place"].update(bus_bw=float("nan"))))}, {},
+     "'out_of_place.bus_bw': nan is not a finite measurement"),
     ("report: out_of_place 'x'", ["-m", "nccl_bench", "report", "{tmp}/x.json"],
      {"x.json": lambda: doc_with(FIX / "bench_gloo.json", bench_rows(lambda r: r.update(out_of_place="x")))}, {},
      "x.json: row 0 of this bench result lacks 'out_of_place.time'"),
@@ -151,7 +153,7 @@ CASES = [
      {"dump_rank0.json": lambda: json.dumps({"version": "2.10", "entries": [{}] * 200_001})}, {},
      "200001 entries, more than a Flight Recorder keeps"),
     ("report of a 5,000-digit integer", ["-m", "nccl_bench", "report", "{tmp}/big.json", "--out", "{tmp}/r"],
-     {"big.json": lambda: (FIX / "bench_gloo.json").read_text().replace('"size": 8,', '"size": ' + "9" * 5000 + ",", 1)},
+     {"big.json": lambda: (FIX / "bench_gloo.json").read_text().replace('"size": 8,', f'"size": {"9" * 5000},', 1)},
      {}, "holds an integer of 5000 digits"),
 ]
 
@@ -174,7 +176,8 @@ def test_a_fleet_node_whose_metrics_are_not_numbers_is_flagged(tmp_path):
     for i in range(5):
         (tmp_path / f"n{i}.json").write_text(doc_with(ACCEPT, lambda d, i=i: (
             d["meta"].update(hosts=[f"node{i}"]),
-            d["meta"]["measurements"].update(latency_us_8B=None if i == 3 else 30.0, init_ms_p50=None if i == 3 else 90.0,
+            d["meta"]["measurements"].update(latency_us_8B=None if i == 3 else 30.0,
+                                            init_ms_p50=None if i == 3 else 90.0,
                                             busbw={k: None if i == 3 else v for k, v in
                                                    d["meta"]["measurements"]["busbw"].items()}))))
     proc = run(["-m", "nccl_bench", "fleet", str(tmp_path), "--out", str(tmp_path / "f")], timeout=60)
@@ -296,7 +299,8 @@ def test_a_bench_file_with_sizes_out_of_order_reads_in_order_and_says_so_a_repea
         series.setdefault((r["collective"], r.get("algo"), r.get("init"), r.get("cycle")), []).append(r["size"])
     assert all(s == sorted(s) for s in series.values()) and any("sizes out of order" in x for x in res.reading())
     proc = run(["-m", "nccl_bench", "report", str(shuffled), "--out", str(tmp_path / "r")], timeout=120)
-    assert proc.returncode == 0 and "sizes out of order in all_reduce" in proc.stdout and "read in size order" in proc.stdout
+    assert proc.returncode == 0 and "sizes out of order in all_reduce" in proc.stdout
+    assert "read in size order" in proc.stdout
     doc[key] = doc[key] + doc[key][:1]
     repeated = tmp_path / "repeated.json"
     repeated.write_text(json.dumps(doc))

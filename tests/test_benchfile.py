@@ -116,8 +116,8 @@ def test_every_op_and_root_unaligned_and_aggregated(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     red = [r for r in doc["results"] if r["collective"] == "reduce"]
-    assert sorted((r["redop"], r["root"]) for r in red) == sorted((op, f"{root:6d}") for op in
-                                                                   ("sum", "prod", "min", "max", "avg") for root in (0, 1))
+    ops = ("sum", "prod", "min", "max", "avg")
+    assert sorted((r["redop"], r["root"]) for r in red) == sorted((op, f"{root:6d}") for op in ops for root in (0, 1))
     assert [r["redop"] for r in doc["results"] if r["collective"] == "all_gather"] == ["none"]  # -o all: once
     assert all(r[p]["nwrong"] == 0 for r in doc["results"] for p in ("out_of_place", "in_place"))
     assert doc["config"]["aggregated_iterations"] == 2 and doc["config"]["parallel_init"] == "true"

@@ -97,7 +97,8 @@ def _run_rounds(name, n, nbytes, in_place, root=0, dtype=torch.float32):
             for src, dst in copies:
                 dst.copy_(src)
             for m in (m for m in remote if m.op == "send"):
-                sent.setdefault((r, m.peer), []).append((send if m.buf == "send" else recv)[m.at:m.at + m.length].clone())
+                buf = send if m.buf == "send" else recv
+                sent.setdefault((r, m.peer), []).append(buf[m.at:m.at + m.length].clone())
         for r, (send, recv) in enumerate(views):
             for m in (m for m in rounds[r][k] if m.op == "recv" and m.peer != r):
                 recv[m.at:m.at + m.length] = sent[(m.peer, r)].pop(0)

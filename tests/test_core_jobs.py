@@ -68,7 +68,10 @@ def test_smoke_all_modes_gloo():
 if netns.why_not() is not None:
     def test_multinode_torchrun_two_agents():
         """Two torchrun agents (--nnodes 2) on one machine run smoke across both 'nodes'."""
-        import subprocess, sys, os, uuid
+        import os
+        import subprocess
+        import sys
+        import uuid
         from helpers import REPO, TOKEN_VAR, assert_no_survivors
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

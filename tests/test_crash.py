@@ -93,7 +93,8 @@ def test_every_round_exactly_once_after_kills_at_random_moments(tmp_path):
                        len(journal_lines(journal)[0]) > before)
         out, err = proc.communicate(timeout=120)
         assert_no_survivors(token)
-        assert proc.returncode in (0, -signal.SIGKILL), f"kill point {i} ({kind}): exit {proc.returncode}\n{err[-2000:]}"
+        assert proc.returncode in (0, -signal.SIGKILL), \
+            f"kill point {i} ({kind}): exit {proc.returncode}\n{err[-2000:]}"
         after = len(assert_each_round_at_most_once(journal)) if journal.exists() else 0
         found[kind].append(f"{before}->{after}" + ("" if proc.returncode else " (finished)"))
         if proc.returncode == 0 and kind != "summary":  # finished before the kill came: start again

@@ -124,7 +124,8 @@ def test_no_function_outgrows_its_phases():
     long = []
     for f in product_files():
         for n in ast.walk(ast.parse(f.read_text())):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES:
+            function = isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if function and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES:
                 long.append(f"{f.relative_to(REPO)}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)")
     assert not long, "functions over 60 lines:\n" + "\n".join(long)
 
@@ -242,7 +243,8 @@ def test_readme_is_a_front_page_and_every_command_has_its_manual_page():
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) < 200
     assert readme.splitlines()[3:6] == [  # the two first commands, as .ci/run and a newcomer run them
-        "bin/setup && .venv/bin/python -m stress --rounds 1000     # the main job: 1000 communicator re-inits under skew",
+        "bin/setup && .venv/bin/python -m stress --rounds 1000     "
+        "# the main job: 1000 communicator re-inits under skew",
         "bin/setup && .venv/bin/python -m pytest                   # the tests (what CI runs: .ci/run)", "```"]
     for name in COMMANDS:
         assert (REPO / "docs" / f"{name}.md").is_file(), f"command {name}: no docs/{name}.md"

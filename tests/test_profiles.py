@@ -36,7 +36,8 @@ def test_builtins_load_and_are_chosen_by_hardware():
 
 
 def test_no_profile_and_no_facts_says_how_to_pass_one():
-    with pytest.raises(UsageError, match=r"no built-in profile .* 4 x NVIDIA H200 and no GPU facts.*--profile NAME\|PATH"):
+    said = r"no built-in profile .* 4 x NVIDIA H200 and no GPU facts.*--profile NAME\|PATH"
+    with pytest.raises(UsageError, match=said):
         selection.choose(None, "nccl", ["NVIDIA H200"] * 4)
     assert selection.choose(None, "nccl", ["NVIDIA A100-SXM4-80GB"] * 8).name == "a100x8"
 

@@ -130,7 +130,8 @@ def kineto(rank: int, world: int) -> dict:
                                                       ("_reduce_scatter_base", 8192, 4096, 120.0),
                                                       ("allreduce", 1, 1, 9.0))):
             ts = step * 1000 + k * 100
-            ev.append({"name": "record_param_comms", "cat": "cpu_op", "ts": ts, "dur": 5, "args": args(name, n_in, n_out)})
+            ev.append({"name": "record_param_comms", "cat": "cpu_op", "ts": ts, "dur": 5,
+                       "args": args(name, n_in, n_out)})
             ev.append({"name": f"ncclDevKernel_{name}", "cat": "kernel", "ts": ts + 10, "dur": dur,
                        "args": args(name, n_in, n_out)})
     return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world,
@@ -146,7 +147,8 @@ def test_a_profiler_trace_replays_with_the_jobs_durations(tmp_path):
     wl = traces.load([str(tmp_path)])
     (tmp_path / "gz").mkdir()
     for r in range(2):  # PyTorch's own handler writes .pt.trace.json.gz
-        (tmp_path / "gz" / f"trace_rank{r}.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(kineto(r, 2)).encode()))
+        packed = gzip.compress(json.dumps(kineto(r, 2)).encode())
+        (tmp_path / "gz" / f"trace_rank{r}.pt.trace.json.gz").write_bytes(packed)
     assert traces.load([str(tmp_path / "gz")]).ranks == wl.ranks
     assert [(op.collective, op.in_count, op.out_count, op.duration_us) for op in wl.ranks[1][:3]] == [
         ("all_gather", 4096, 8192, 150.0), ("reduce_scatter", 8192, 4096, 120.0), ("all_reduce", 1, 1, 9.0)]
@@ -244,4 +246,5 @@ def test_a_real_nccl_jobs_dumps_and_traces_read_as_the_job_ran():
     # a call's ready time is its group's: its last end less its latest start, within the longest of its kernels
     assert all(op.ready_us == theirs.ready_us <= max(op.duration_us, theirs.duration_us) + 0.01 and 0 <= op.overlap <= 1
                for op, theirs in zip(kt.ranks[1], kt.ranks[0]))
-    assert [(op.collective, op.in_count) for op in kt.ranks[0]] == [(op.collective, op.in_count) for op in fr.ranks[0][-24:]]
+    calls = lambda ops: [(op.collective, op.in_count) for op in ops]  # noqa: E731
+    assert calls(kt.ranks[0]) == calls(fr.ranks[0][-24:])

@@ -98,7 +98,8 @@ BAD = {
     "workload bytes 1e15": (lambda d: [_workload(d, {"collective": "all_reduce", "group": "world", "bytes": 1e15})],
                             "'bytes' must be"),
     "workload time_us Infinity": (lambda d: [_write(d / "w.json", json.dumps(_wdoc(
-        {"collective": "all_reduce", "group": "world", "count": 4})).replace('"count": 4', '"count": 4, "time_us": Infinity')
+        {"collective": "all_reduce", "group": "world", "count": 4}))
+        .replace('"count": 4', '"count": 4, "time_us": Infinity')
         .encode())], "Infinity is not a number"),
 }
 
@@ -206,10 +207,11 @@ def test_send_and_recv_from_nccl_dumps_are_replayed(tmp_path):
     """NCCL's Flight Recorder records each transfer with its peer ("nccl:send 0->1"): replayed as the job's
     send/recv pair (gloo's records none: said so, as the job test shows)."""
     p2p = {"is_p2p": True, "collective_seq_id": 0, "p2p_seq_id": 1}
-    ends = [entry(0, sizes=((17,),), name="nccl:send 0->1", **p2p), entry(0, sizes=((17,),), name="nccl:recv 1<-0", **p2p)]
+    ends = [entry(0, sizes=((17,),), name="nccl:send 0->1", **p2p),
+            entry(0, sizes=((17,),), name="nccl:recv 1<-0", **p2p)]
     for r, e in enumerate(ends):
-        (tmp_path / f"dump_rank{r}.pkl").write_bytes(dump([entry(0, sizes=((8,),)), {**e, "record_id": 1}],
-                                                          {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}))
+        groups = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+        (tmp_path / f"dump_rank{r}.pkl").write_bytes(dump([entry(0, sizes=((8,),)), {**e, "record_id": 1}], groups))
     out = tmp_path / "r.json"
     proc = run(["-m", "nccl_bench", "replay", str(tmp_path), "--backend", "gloo", "-n", "1", "-w", "0",
                 "--json", str(out)])

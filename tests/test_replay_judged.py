@@ -22,7 +22,8 @@ def by_check(vs):
 def test_against_the_jobs_own_trace_then_a_golden_replay():
     p = profiles.load("gloo-cpu")
     v = by_check(verdicts.judge_replay(p, M))
-    assert v["replay sequence"].status == "pass" and "the job's own trace 900.0 us x 1.25" in v["replay sequence"].detail
+    seq = v["replay sequence"]
+    assert seq.status == "pass" and "the job's own trace 900.0 us x 1.25" in seq.detail
     v = by_check(verdicts.judge_replay(p, dict(M, replay_trace_us=700.0)))
     assert v["replay sequence"].status == "fail"  # 1000 > 700 x 1.25
     gold = golden.record({**M, "replay_sequence_us": 800.0}, {}, "gloo", [], "golden0", None)
@@ -49,7 +50,8 @@ def test_the_fleet_names_the_node_whose_replay_is_slow(tmp_path):
     rng = random.Random(3)
     for i in range(12):
         slow = 1.4 if i == 5 else 1.0
-        doc = replay_doc(f"node{i:02d}", 1000 * slow * (1 + rng.uniform(-0.02, 0.02)), 250 * slow, wrong=7 if i == 9 else 0)
+        doc = replay_doc(f"node{i:02d}", 1000 * slow * (1 + rng.uniform(-0.02, 0.02)), 250 * slow,
+                         wrong=7 if i == 9 else 0)
         (tmp_path / f"replay-node{i:02d}.json").write_text(json.dumps(doc))
     nodes = fleet.read([str(tmp_path)])
     assert nodes["node05"].value("replay sequence us") > 1300

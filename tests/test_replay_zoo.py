@@ -25,7 +25,8 @@ def zoo(kind: str, form: str):
 
 
 def steps(kind: str, form: str) -> int:
-    """How many steps of the job a form holds: the dumps every one, the traces the profiled ones (zoo.py's steps.json)."""
+    """How many steps of the job a form holds: the dumps every one, the traces the profiled ones (zoo.py's
+    steps.json)."""
     said = json.loads((ZOO / kind / "steps.json").read_text())
     return said["profiled"] if form == "kineto" else said["steps"]
 
@@ -88,10 +89,12 @@ def test_nccl_gather_and_scatter_are_rooted_where_their_lists_are(form):
 
 def test_a_trace_gives_roots_peers_and_uneven_splits():
     mesh = zoo("mesh", "kineto")
-    roots = {op.collective: op.root for op in mesh.ranks[0] if op.collective in ("broadcast", "reduce", "gather", "scatter")}
+    rooted = ("broadcast", "reduce", "gather", "scatter")
+    roots = {op.collective: op.root for op in mesh.ranks[0] if op.collective in rooted}
     assert roots == {"broadcast": 2, "reduce": 3, "gather": 1, "scatter": 2}
     profiled = steps("mesh", "kineto")
-    assert [(op.collective, op.peer) for op in mesh.ranks[0] if op.collective in ("send", "recv")] == [("send", 1)] * profiled
+    p2p = [(op.collective, op.peer) for op in mesh.ranks[0] if op.collective in ("send", "recv")]
+    assert p2p == [("send", 1)] * profiled
     moe = zoo("moe", "kineto")
     uneven = [op for op in moe.ranks[0] if op.splits is not None]
     assert len(uneven) == 2 * profiled and all(len(op.splits) == len(moe.groups[op.group].ranks) for op in uneven)
@@ -224,7 +227,8 @@ def test_each_kernel_is_placed_in_the_range_its_launch_was_made_in():
     got = list(_launched_in(events, "nccl:"))
     kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")]
     assert len(got) == len(kernels) == 5 * steps("tp", "kineto")
-    kind = {"nccl:all_reduce": "AllReduce", "nccl:_all_gather_base": "AllGather", "nccl:_reduce_scatter_base": "ReduceScatter"}
+    kind = {"nccl:all_reduce": "AllReduce", "nccl:_all_gather_base": "AllGather",
+            "nccl:_reduce_scatter_base": "ReduceScatter"}
     assert all(e["name"].startswith(f"ncclDevKernel_{kind[name]}") for name, e in got), got
 
 

@@ -108,8 +108,8 @@ def test_diagnosis_names_the_first_failure_in_time_and_what_followed():
     row = judge("scoped", 0, 4, recs, [], History())
     assert row["verdict"] == "hang" and row["error"]["rank"] == 2, row
     d = row["diagnosis"]
-    first, then = d.index("first: hang on rank 2 in init: deadline exceeded (3.00 s into the round, 2.40 s into init)"), \
-        d.index("then: error on rank 1 in all_reduce: ncclSystemError (3.04 s into the round")
+    first = d.index("first: hang on rank 2 in init: deadline exceeded (3.00 s into the round, 2.40 s into init)")
+    then = d.index("then: error on rank 1 in all_reduce: ncclSystemError (3.04 s into the round")
     assert first < then and "deadline passed on ranks 0, 2, 3" in d, d
     recs[1].error["at_s"] = 0.5  # an error first: the hangs that follow are its consequence
     row = judge("scoped", 1, 4, recs, [], History())

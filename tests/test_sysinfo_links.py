@@ -42,21 +42,21 @@ def links(far, n, nvlink_p2p=True):
 
 def test_direct_links_are_counted_per_pair():
     # 2 GPUs, 18 links from each straight to the other (x2 bare metal)
-    far = {(i, l): f"0000:00:0{1 - i}.0" for i in range(2) for l in range(18)}
+    far = {(i, n): f"0000:00:0{1 - i}.0" for i in range(2) for n in range(18)}
     assert links(far, 2) == {(0, 1): "NV18"}
     # 4 GPUs in a mesh, 6 links per pair
-    far = {(i, 6 * k + l): f"0000:00:0{j}.0" for i in range(4) for k, j in enumerate(x for x in range(4) if x != i)
-           for l in range(6)}
+    far = {(i, 6 * k + n): f"0000:00:0{j}.0" for i in range(4) for k, j in enumerate(x for x in range(4) if x != i)
+           for n in range(6)}
     assert set(links(far, 4).values()) == {"NV6"}
 
 
 def test_through_nvswitches_every_pair_gets_all_links():
-    far = {(i, l): "switch" for i in range(4) for l in range(18)}
+    far = {(i, n): "switch" for i in range(4) for n in range(18)}
     assert links(far, 4) == {p: "NV18" for p in [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]}
 
 
 def test_unreadable_far_ends_fall_back_to_nvlink_p2p_then_pcie():
-    far = {(i, l): None for i in range(4) for l in range(18)}  # the x4 VM: NVML cannot say
+    far = {(i, n): None for i in range(4) for n in range(18)}  # the x4 VM: NVML cannot say
     assert set(links(far, 4).values()) == {"NV18"}
     assert set(links({}, 4, nvlink_p2p=False).values()) == {"PHB"}
 

@@ -25,7 +25,8 @@ from nccl_bench.records import profiles
 def parser() -> Parser:
     p = Parser(prog=prog("accept"), description="doctor + bandwidth + init + short stress, judged by a profile")
     add_launch_args(p)
-    p.add_argument("--profile", default=None, help="profile name or JSON file (default: chosen from GPU model and count)")
+    p.add_argument("--profile", default=None,
+                   help="profile name or JSON file (default: chosen from GPU model and count)")
     p.add_argument("--json", metavar="PATH", default=None, help="verdicts and measurements as JSON")
     p.add_argument("--junit", metavar="PATH", default=None, help="JUnit XML: one test case per check")
     p.add_argument("--init-rounds", type=int, default=10, help="init-latency rounds (default 10)")

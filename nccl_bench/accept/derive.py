@@ -45,8 +45,8 @@ SOURCES = {
 }
 # Two GPUs run NCCL's two-rank ring and tree over their own links whether a switch sits between them or
 # not, so a pair on NVSwitch takes the pair anchor's row (PAIR_SOURCE; the check is in docs/accept.md)
-PAIR_SOURCE = ("docs/validation.md#anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s): two ranks "
-               "on NVSwitch measure as a direct pair (2 x H100, results/h100x2/accept)")
+PAIR_SOURCE = ("docs/validation.md#anchors: nccl-tests 2.19.6 on 2 x H200 NV18, 1 GiB, NVLS off (busbw / 478 GB/s): "
+               "two ranks on NVSwitch measure as a direct pair (2 x H100, results/h100x2/accept)")
 
 
 def efficiency(kind: str, gpus: int) -> tuple[dict, str]:
@@ -109,8 +109,8 @@ def derive(f: NodeFacts, backends: tuple[str, ...] = ("nccl", "torch"), margin: 
         "expected_busbw_GBps": exp["busbw_GBps"], "expected_copy_GBps": exp["copy_GBps"],
         "copy_source": f"HBM {hbm_GBps(f.gpu_model)} GB/s (datasheet) x {COPY_EFFICIENCY}; PCIe gen "
                        f"{f.pcie_gen} x{f.pcie_width} x {HOST_COPY_EFFICIENCY}",
-        "limits_source": "latency and init limits: the h200x2 profile's (docs/validation.md#anchors), latency doubled on PCIe, "
-                         f"init + {INIT_MS_PER_GPU:g} ms per GPU beyond 2 (assumed)"}
+        "limits_source": "latency and init limits: the h200x2 profile's (docs/validation.md#anchors), latency "
+                         f"doubled on PCIe, init + {INIT_MS_PER_GPU:g} ms per GPU beyond 2 (assumed)"}
     return Profile(
         name=f"derived-{f.gpus}x{short}", match=Match(backends), busbw=floors,
         latency_8B_max_us=LATENCY_US[kind], init_max_ms=INIT_MS_2GPU + INIT_MS_PER_GPU * max(0, f.gpus - 2),

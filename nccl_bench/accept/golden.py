@@ -46,8 +46,8 @@ def record(m: dict, spreads: dict, backend: str, gpu_names: list[str], host: str
         init_max_ms=round(init * (1 + LATENCY_TOL), 1) if init else 1e6,
         wrong_max=0, stress_failures_max=0,
         counters_max_increase=dict(ZERO_COUNTERS) if backend != "gloo" else {},
-        description=f"golden node {host}: {f'{len(gpu_names)} x {model}' if model else 'the CPU model'}, backend {backend}, "
-                    f"recorded {time.strftime('%Y-%m-%d %H:%M')}",
+        description=f"golden node {host}: {f'{len(gpu_names)} x {model}' if model else 'the CPU model'}, "
+                    f"backend {backend}, recorded {time.strftime('%Y-%m-%d %H:%M')}",
         source=f"baseline: accept --record-baseline on {host}; floor = golden median x (1 - {BASE_TOL:g} - the "
                f"point's spread over its cycles); latency and init limits x (1 + {LATENCY_TOL:g})",
         origin="baseline", copy_min_GBps=copies, replay=_replay(m),

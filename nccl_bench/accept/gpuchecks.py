@@ -32,7 +32,8 @@ def check_ecc(nv, h) -> Check:
 def check_remapped_rows(nv, h) -> Check:
     name = "remapped_rows"
     c = remap_counts(nv, h)
-    ev = f"uncorrectable remaps {c['remapped_uncorrectable']}, pending {c['remap_pending']}, failure {c['remap_failure']}"
+    ev = (f"uncorrectable remaps {c['remapped_uncorrectable']}, pending {c['remap_pending']}, "
+          f"failure {c['remap_failure']}")
     if c["remap_failure"]:
         return Check(name, "fail", ev, "row remapping failed: drain the node and replace the GPU", data=c)
     if c["remap_pending"]:

@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
             ("driver", info["driver"] or "-"),
             ("GPUs", ", ".join(f"{d['index']}: {d['name']} {d['memory_gib']} GiB" for d in info["gpus"])
              or f"none ({info['gpu_note']})"),
-            ("links", ", ".join(f"GPU{l['gpus'][0]}-GPU{l['gpus'][1]} {l['link']}" for l in info["links"]) or "-"),
+            ("links", ", ".join(f"GPU{k['gpus'][0]}-GPU{k['gpus'][1]} {k['link']}" for k in info["links"]) or "-"),
             ("machine", info["machine"]), ("launcher", info["launcher"]),
             ("torch reuses unscoped scalable-init keys",
              {True: "yes", None: "unknown"}[keys["reuses_unscoped_keys"]] + f": {keys['why']}")]

@@ -48,8 +48,9 @@ def measured(rows: list[dict], meta: dict, path: str) -> tuple[int, float, int, 
     """(bytes, busbw GB/s, nodes, ranks) of the file's largest all_reduce out of place (median over cycles)."""
     hosts = meta.get("hosts") if isinstance(meta.get("hosts"), list) else []
     if len(hosts) < 2:
-        raise UsageError(f"--network {path}: ran on {len(hosts) or 'an unknown number of'} node(s) "
-                         f"({', '.join(map(str, hosts[:4])) or 'no hosts in its metadata'}): run bench across the nodes")
+        named = ", ".join(map(str, hosts[:4])) or "no hosts in its metadata"
+        raise UsageError(f"--network {path}: ran on {len(hosts) or 'an unknown number of'} node(s) ({named}): "
+                         "run bench across the nodes")
     ar = [r for r in rows if r.get("collective") == "all_reduce" and isinstance(r.get("size"), int)]
     if not ar:
         raise UsageError(f"--network {path}: no all_reduce rows (run bench --collective all_reduce across the nodes)")

@@ -192,7 +192,8 @@ def load_measurements(path: str | Path) -> dict:
         try:
             doc["busbw"] = {(k.split(":")[0], int(k.split(":")[1])): float(v) for k, v in rows.items()}
         except (IndexError, ValueError) as e:
-            raise UsageError(f"measurements {path}: field 'busbw' keys must look like 'all_reduce:1048576' ({e})") from None
+            raise UsageError(f"measurements {path}: field 'busbw' keys must look like 'all_reduce:1048576' "
+                             f"({e})") from None
     return doc
 
 

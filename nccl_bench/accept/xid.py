@@ -15,9 +15,12 @@ from nccl_bench.accept.check import Check
 # --- XIDs: the field guide's table, with NVIDIA's catalog where the guide is off ---------------
 # (meaning, action); "guide" marks the rows taken from the field guide as written.
 XID_TABLE = {
-    13: ("graphics engine exception (often an application bug)", "rerun; if it repeats on one GPU, run field diagnostics"),
-    31: ("GPU memory page fault (usually an application bug)", "check the application; replace only if it follows the GPU"),
-    43: ("GPU stopped processing (guide: 'NVLink error'; NVIDIA's catalog: channel reset, usually an application fault)",
+    13: ("graphics engine exception (often an application bug)",
+         "rerun; if it repeats on one GPU, run field diagnostics"),
+    31: ("GPU memory page fault (usually an application bug)",
+         "check the application; replace only if it follows the GPU"),
+    43: ("GPU stopped processing (guide: 'NVLink error'; NVIDIA's catalog: channel reset, usually an application "
+         "fault)",
          "guide: check nvidia-smi nvlink --errorcounters and cables; restart the application"),
     45: ("preemptive cleanup after an earlier error", "look at the XID logged before it"),
     48: ("uncorrected (double-bit) ECC error: GPU memory failing", "guide: replace GPU; drain the node now"),

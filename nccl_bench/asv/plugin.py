@@ -1,9 +1,10 @@
 """asv's plugin (asv.conf.json "plugins": [".nccl_bench.asv.plugin"]).
 
 - `asv run` names the machine after its hardware (`asv_machine_name`: its GPUs' model and count, 'h200x2',
-  or without GPUs its CPU's, 'cpu-intel-xeonx2'), so that one history never spans two kinds of hardware; registers it without asking questions, records its results for the checked-out commit (asv
-  saves nothing from an existing environment without --set-commit-hash), and stamps the result with
-  the torch, NCCL and driver versions it measured.
+  or without GPUs its CPU's, 'cpu-intel-xeonx2'), so that one history never spans two kinds of hardware;
+  registers it without asking questions, records its results for the checked-out commit (asv saves nothing
+  from an existing environment without --set-commit-hash), and stamps the result with the torch, NCCL and
+  driver versions it measured.
 - `asv publish` writes a dashboard that needs no network (nccl_bench.asv.offline).
 """
 from __future__ import annotations

@@ -61,8 +61,9 @@ def add_sweep_args(p: Parser) -> None:
     p.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by this factor")
     p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes (default 1M when no -f)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations at every size from the smallest to the largest by factors of 2 "
-                   "when a sweep starts, as nccl-tests 2.19.6 (default 5); each size then has one untimed sync launch")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5,
+                   help="warm-up iterations at every size from the smallest to the largest by factors of 2 when a "
+                   "sweep starts, as nccl-tests 2.19.6 (default 5); each size then has one untimed sync launch")
     p.add_argument("--warmup_ms", type=float, default=20.0, help="with -w > 0, the warm-up goes on at the first size "
                    "until it has lasted this many ms (default 20), so a first row is timed as warm as a row mid-sweep; "
                    "0 = -w launches only, as nccl-tests")
@@ -72,7 +73,8 @@ def add_sweep_args(p: Parser) -> None:
                    + ",".join(ALL_TYPES) + ")")
     p.add_argument("-r", "--root", default="0", help="root rank of broadcast, reduce, gather and scatter (default 0), "
                    "or all (every rank in turn)")
-    p.add_argument("-G", "--cudagraph", type=int, default=0, help="capture -n iterations in a CUDA graph, replay N times")
+    p.add_argument("-G", "--cudagraph", type=int, default=0,
+                   help="capture -n iterations in a CUDA graph, replay N times")
     p.add_argument("-a", "--average", default="1", help="time across ranks: 0 rank0, 1 avg, 2 min, 3 max")
     p.add_argument("-z", "--blocking", type=int, nargs="?", const=1, default=0, help="wait after each operation")
     p.add_argument("--algo", default="default", help="NCCL algorithm(s), each its own communicator: "
@@ -90,7 +92,8 @@ def add_reporting_args(p: Parser) -> None:
         p.add_argument(short, long, type=int, default=1 if long in ("--run_cycles", "--agg_iters") else 0, help=hint)
     p.add_argument("-J", "--json", default=None, help="result file (default results/runs/bench-<machine>-<time>.json)")
     p.add_argument("--no-algo-confirm", action="store_true",
-                   help="do not record which algorithm NCCL ran at each size (its profiler plugin, at the size's untimed launch)")
+                   help="do not record which algorithm NCCL ran at each size (its profiler plugin, at the size's "
+                   "untimed launch)")
 
 
 def options(a) -> BenchOptions:

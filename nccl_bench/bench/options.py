@@ -102,8 +102,8 @@ class BenchOptions:
         if self.job.backend == "gloo" and self.max_bytes > fits.GLOO_MAX_BYTES:
             raise UsageError(f"-e/--maxbytes {self.max_bytes} is too large for the CPU (gloo) model; "
                              "keep it <= 256M")
-        self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph, self.agg_iters, bool(self.per_iter),
-                                 self.warmup_ms)
+        self.timing = TimingPlan(self.iters, self.warmup, self.blocking, self.graph, self.agg_iters,
+                                 bool(self.per_iter), self.warmup_ms)
         self.sweep_plan(self.job.timeout, *self.combos(collectives.get(self.collectives[0]), 1)[0])  # -a -c -N -u -K
         if not self.pairs():
             raise UsageError(f"no collective in {','.join(self.collectives)} runs with --algo {','.join(self.algos)} "

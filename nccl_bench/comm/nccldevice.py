@@ -22,7 +22,8 @@ class DeviceSide:
             return DeviceArray.allocate(self.gpu, numel, name, self.nb.mem_alloc, self.nb.mem_free)
         import torch
         from nccl.core.interop.torch import empty
-        return empty(numel, dtype=getattr(torch, dtype) if isinstance(dtype, str) else dtype, device=self.device).zero_()
+        dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        return empty(numel, dtype=dtype, device=self.device).zero_()
 
     # --- streams and events: the driver's own for a rank without torch --------------------
     def new_stream(self):

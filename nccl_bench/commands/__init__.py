@@ -14,10 +14,13 @@ COMMANDS = {
     "bench": ("nccl_bench.bench.command", "nccl-tests-style busbw sweep of every collective (table + JSON)"),
     "stress": ("stress.command", "churn communicator re-inits under skew; verdicts, diagnosis, journal"),
     "accept": ("nccl_bench.accept.command", "doctor + bandwidth + init + short stress judged by a hardware profile"),
-    "doctor": ("nccl_bench.accept.doctor", "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
+    "doctor": ("nccl_bench.accept.doctor",
+               "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
     "locate": ("nccl_bench.locate.command", "name the GPU, link or node that drags collectives down: pairs, bisection"),
-    "fleet": ("nccl_bench.fleet.command", "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
-    "report": ("nccl_bench.report.command", "markdown report with plots from result files; --compare: run-to-run ratios"),
+    "fleet": ("nccl_bench.fleet.command",
+              "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
+    "report": ("nccl_bench.report.command",
+               "markdown report with plots from result files; --compare: run-to-run ratios"),
     "replay": ("nccl_bench.replay.command", "a job's collectives from its Flight Recorder dumps or profiler trace, "
                "run here and judged against the job"),
 }

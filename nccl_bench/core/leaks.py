@@ -4,8 +4,8 @@ Each (rank, resource) gets a least-squares line through its samples after a warm
 caches and NCCL's first-init set-up grow at first and then level off). A resource LEAKs when the
 lower end of the slope's 99 % interval (widened for autocorrelated samples) lies above the
 resource's floor, and the fitted growth across the window is larger than work in flight comes and
-goes by: clearly above zero, and large enough to matter. The floors are data, each with its reason; a slope under its floor is
-reported, never called a leak. The judge is the same for a stress run and for `init
+goes by: clearly above zero, and large enough to matter. The floors are data, each with its reason; a slope
+under its floor is reported, never called a leak. The judge is the same for a stress run and for `init
 --leak-check`'s bare init/destroy loop, so the two can be set side by side (ours or NCCL's).
 """
 from __future__ import annotations
@@ -48,9 +48,9 @@ BACKEND_FLOORS = {
                                  "5.1 over 8,299 stress rounds; a leak of ours shows above it"),
     ("gloo", "rss_bytes"): Floor(1_000_000, MiB, "B", "1 KB per init: torch 2.13 keeps about 0.15 KB per "
                                  "ProcessGroupGloo for good (c10d's RankLocal map gains an entry for every thread "
-                                 "that ran a collective), a bare loop grew 0.16-0.19 KB per init and 15 clean 300-round "
-                                 "stress runs up to 0.38, 99% lower ends up to 0.33 (results/cpu/soak); a leak of "
-                                 "ours shows above it"),
+                                 "that ran a collective), a bare loop grew 0.16-0.19 KB per init and 15 clean "
+                                 "300-round stress runs up to 0.38, 99% lower ends up to 0.33 (results/cpu/soak); "
+                                 "a leak of ours shows above it"),
 }
 # PyTorch's ProcessGroupNCCL runs NCCL underneath: NCCL's own growth, the recorded floor above, applies
 BACKEND_FLOORS[("torch", "rss_bytes")] = BACKEND_FLOORS[("nccl", "rss_bytes")]

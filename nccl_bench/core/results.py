@@ -35,7 +35,8 @@ def check_writable(path: str | Path | None, option: str = "--json", kind: str | 
     exists, and a placeholder made there is removed again. No path but a `kind`: the default folder
     (results/runs/), made if missing, proven the same way."""
     if path is None:
-        if kind is not None:  # the folder alone: the file's name asks NVML for the machine, at the start of every command
+        # the folder alone: the file's name asks NVML for the machine, at the start of every command
+        if kind is not None:
             check_folder(RUNS, f"the default folder for {kind} results", make=True)
         return
     p = Path(path)
@@ -98,7 +99,8 @@ def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
     try:
         return _write_new(p, text, explicit=bool(path))
     except OSError as e:
-        fallback = Path(tempfile.gettempdir()) / f"nccl-bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        fallback = Path(tempfile.gettempdir()) / f"nccl-bench-{kind}-{stamp}.json"
         _write_new(fallback, text, explicit=False)
         print(f"cannot write {p} ({e.strerror or e}); the result is kept in {fallback}", file=sys.stderr, flush=True)
         return fallback

@@ -97,7 +97,8 @@ class Census:
 def line(per_rank: list[list[dict]]) -> str:
     """One line for the terminal: which threads ran during the timed loops besides the loop's own,
     ours (Python's) first, then the libraries' busiest."""
-    awake = [(rank, r) for rank, rows in enumerate(per_rank) for r in rows if not r["timed_loop"] and r["runs_per_s"] >= 1]
+    awake = [(rank, r) for rank, rows in enumerate(per_rank) for r in rows
+             if not r["timed_loop"] and r["runs_per_s"] >= 1]
     ours = [x for x in awake if x[1]["owner"] == "ours"]
     theirs = sorted((x for x in awake if x[1]["owner"] != "ours"), key=lambda x: -x[1]["runs_per_s"])
     say = lambda xs: "; ".join(f"rank {k} {r['name']} {r['runs_per_s']:.0f}/s ({r['cpu_ms_per_s']:.2f} ms CPU/s)"  # noqa: E731

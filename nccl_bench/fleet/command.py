@@ -25,7 +25,8 @@ def parser() -> Parser:
     p.add_argument("--out", default=None, help="folder for fleet.md, fleet.png, fleet.json, fleet.xml "
                                                "(default results/runs/fleet-<time>)")
     p.add_argument("--junit", default=None, help="JUnit XML here instead of <out>/fleet.xml")
-    p.add_argument("--k", type=float, default=outliers.K, help=f"scaled MADs from the median to stand out ({outliers.K})")
+    p.add_argument("--k", type=float, default=outliers.K,
+                   help=f"scaled MADs from the median to stand out ({outliers.K})")
     p.add_argument("--min-deviation", type=float, default=outliers.MIN_DEVIATION,
                    help=f"and at least this fraction away from the median ({outliers.MIN_DEVIATION})")
     p.add_argument("--no-picture", action="store_true", help="no heatmap")
@@ -93,7 +94,8 @@ def _write(out: Path, a, nodes, names, metrics, bad, stats) -> None:
             row = []
             for j, m in enumerate(metrics):
                 v, med = nodes[n].value(m), stats.get(m, (None,))[0]
-                row.append(None if v is None or not med else (v / med if outliers.higher_is_better(m) else med / v if v else None))
+                better = v / med if outliers.higher_is_better(m) else med / v if v else None
+                row.append(None if v is None or not med else better)
                 if any(m in w for w in bad.get(n, [])):
                     flagged.add((i, j))
             grid.append(row)

@@ -68,7 +68,9 @@ def read(paths: list[str]) -> dict[str, Node]:
 
 def folded(nodes: dict[str, Node]) -> list[str]:
     """A line for each node that more than one file of a kind speaks for: its values are their median."""
-    return [f"{name}: {n} {kind} files from this host, each metric their median ({', '.join(Path(f).name for f in node.files)})"
+    def files(node: Node) -> str:
+        return ", ".join(Path(f).name for f in node.files)
+    return [f"{name}: {n} {kind} files from this host, each metric their median ({files(node)})"
             for name, node in sorted(nodes.items()) for kind, n in node.kinds.items() if n > 1]
 
 

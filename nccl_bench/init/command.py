@@ -255,7 +255,8 @@ def leak_worker(opts: JobOptions, check, json_path: str | None):
 
     def run(job: Job) -> int:
         job.say(f"leak check: {opts.backend} x{job.nranks}, {check.inits} inits of {check.mode} (init, one "
-                f"all_reduce, destroy; {check.depth or 'no'} destroys in flight), a sample every {check.every}, warm-up {check.warmup} inits")
+                f"all_reduce, destroy; {check.depth or 'no'} destroys in flight), a sample every {check.every}, "
+                f"warm-up {check.warmup} inits")
         trends, counts = leakloop.loop(job, opts.backend, opts.ranks_per_root, opts.timeout, check,
                                        progress=lambda i: job.say(f"  {i}/{check.inits} inits"))
         watch = LeakWatch(check.warmup, opts.backend)

@@ -61,7 +61,7 @@ def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow
                        "nccl-tests' -T")
     else:
         p.add_argument("--timeout", type=float, default=timeout,
-                       help=helps["timeout"] if "timeout" in helps else f"per-init deadline in seconds (default {timeout:g})")
+                       help=helps.get("timeout", f"per-init deadline in seconds (default {timeout:g})"))
     add_verbose_arg(p)
 
 

@@ -181,7 +181,8 @@ class JobStore:
             return dist.TCPStore(i.master_addr, i.master_port, None, False, _td(self.timeout), use_libuv=True)
         except Exception as e:  # TCPStore's errors say the launcher's store is unreachable
             raise StoreUnreachable(
-                f"cannot reach the launcher's store at {i.master_addr}:{i.master_port}: {e.__class__.__name__}") from None
+                f"cannot reach the launcher's store at {i.master_addr}:{i.master_port}: "
+                f"{e.__class__.__name__}") from None
 
     def _serve(self, bind: str, port: int) -> None:
         try:
@@ -248,12 +249,19 @@ class JobStore:
         """Gathers among `ranks` only, under keys of their own (a split group)."""
         return GroupStore(self, name, ranks)
 
+    def stop_serving(self) -> None:
+        """Rank 0's server stops now; its clients' next call fails (stress's store-loss fault, and close).
+        torch's TCPStore has no close(): its destructor stops it, and CPython runs that as the last reference
+        (this one: the server is never handed out) is dropped."""
+        if self.torch_free and self.server is not None:
+            self.server.close()
+        self.server = None
+
     def close(self) -> None:
-        for part in (self.raw, self.server):
-            if self.torch_free and part is not None:
-                part.close()
+        if self.torch_free and self.raw is not None:
+            self.raw.close()
         self.raw = None
-        self.server = None  # dropping a TCPStore server closes its socket
+        self.stop_serving()
 
 
 class GroupStore:

@@ -1,6 +1,6 @@
 """The local ranks of one self-launched job, without torch in the launcher: started (forked from the warm
-server or from the launcher, or a fresh `python argv...` each), watched until every one ended or one failed, stopped with a
-grace, and started again under --max-restarts. What torchrun's standalone agent did for us, in the
+server or from the launcher, or a fresh `python argv...` each), watched until every one ended or one failed,
+stopped with a grace, and started again under --max-restarts. What torchrun's standalone agent did for us, in the
 environment torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RESTART_COUNT, ...), so
 that a rank cannot tell the two apart; the job store's address travels through a file (STORE_FILE_ENV)
 instead of the agent's store."""

@@ -79,7 +79,8 @@ def from_pairs(rows: list[dict], n: int, nodes: list[str], local: list[int]) -> 
     for r in range(n):
         sends = [x for x in rows if x["src"] == r]
         recvs = [x for x in rows if x["dst"] == r]
-        slow_s, slow_r = len(sends) > 1 and all(x["slow"] for x in sends), len(recvs) > 1 and all(x["slow"] for x in recvs)
+        slow_s = len(sends) > 1 and all(x["slow"] for x in sends)
+        slow_r = len(recvs) > 1 and all(x["slow"] for x in recvs)
         if slow_s or slow_r:
             how = "every pair through it" if slow_s and slow_r else "every pair it sends on" if slow_s else \
                 "every pair it receives on"

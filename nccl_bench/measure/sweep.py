@@ -53,7 +53,8 @@ def _views(send_buf, recv_buf, lay: Layout, in_place: bool, shift: int = 0):
         return send_buf[:lay.send], recv_buf[:lay.recv]
     if lay.recv >= lay.send:
         buf = recv_buf[:lay.recv]
-        send = buf if lay.send == lay.recv and lay.send_inplace == 0 else buf[lay.send_inplace:lay.send_inplace + lay.send]
+        at = lay.send_inplace
+        send = buf if lay.send == lay.recv and at == 0 else buf[at:at + lay.send]
         return send, buf
     buf = send_buf[:lay.send]
     return buf, buf[lay.recv_inplace:lay.recv_inplace + lay.recv]

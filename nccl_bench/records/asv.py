@@ -50,7 +50,8 @@ def results(path: Path, given: str, doc: dict) -> Result:
     try:
         return _results(path, given, doc)
     except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
-        raise UsageError(f"{given}: asv results whose cells are not asv's ({type(e).__name__}: {str(e)[:80]})") from None
+        why = f"{type(e).__name__}: {str(e)[:80]}"
+        raise UsageError(f"{given}: asv results whose cells are not asv's ({why})") from None
 
 
 def _results(path: Path, given: str, doc: dict) -> Result:

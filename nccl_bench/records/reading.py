@@ -31,7 +31,8 @@ def load(given: str, need_rows: bool = False) -> Result:
         raise UsageError(f"{given}: no such file" if not path.exists() else f"{given}: not a file")
     try:
         if path.stat().st_size > MAX_BYTES:
-            raise UsageError(f"{given}: {path.stat().st_size} bytes, more than a result file holds ({MAX_BYTES >> 20} MiB)")
+            raise UsageError(f"{given}: {path.stat().st_size} bytes, more than a result file holds "
+                             f"({MAX_BYTES >> 20} MiB)")
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors save JSON, is no part of it
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{given}: cannot read: {getattr(e, 'strerror', None) or e}") from None

@@ -169,7 +169,8 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
               and "Collective name" in e["args"]]
     cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
     kernels: dict[tuple, list[dict]] = {}
-    by_id: dict[int, tuple[float, float]] = {}  # a kernel carries its call's "External id": the call's span is its kernels'
+    # a kernel carries its call's "External id": the call's span is its kernels'
+    by_id: dict[int, tuple[float, float]] = {}
     for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
         kernels.setdefault(_key(k["args"]), []).append(k)
         if isinstance(k["args"].get("External id"), int):
@@ -186,7 +187,8 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
     for e in cpu:
         a = e["args"]
         key = str(a.get("Process Group Name", ""))
-        _group(groups, said, p, r, key, ranks_list(a.get("Process Group Ranks")), str(a.get("Process Group Description") or ""))
+        _group(groups, said, p, r, key, ranks_list(a.get("Process Group Ranks")),
+               str(a.get("Process Group Description") or ""))
         name, raw = _call(a)
         if name is None or name not in P2P or (run and ops[run[-1]].group != key):
             batches += _close(ops, run, batches)

@@ -307,7 +307,8 @@ def kernel_spans(passes: PassTimer, calls: list[Call], deadline: Deadline, n: in
         for k in range(n):
             line_up(k)
             with record_function(f"replay pass {k}"):
-                passes.run(deadline, timed=False, ranges=[record_function(f"replay#{k}#{i}") for i in range(len(calls))])
+                ranges = [record_function(f"replay#{k}#{i}") for i in range(len(calls))]
+                passes.run(deadline, timed=False, ranges=ranges)
             torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/trace.json"
@@ -321,7 +322,8 @@ def kernel_spans(passes: PassTimer, calls: list[Call], deadline: Deadline, n: in
         a, b = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))
         got = out[k][i]
         out[k][i] = (a, b) if got is None else (min(got[0], a), max(got[1], b))
-    drawn = [e for e in events if e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith("replay#")]
+    drawn = [e for e in events
+             if e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith("replay#")]
     for e in drawn:
         widen(e["name"], e)
     if not drawn:  # no range drawn on the GPU (torch's ProcessGroupNCCL launches on its own stream, inside its own
@@ -336,7 +338,8 @@ def _launched_in(events: list[dict], prefix: str = "replay#"):
     ranges = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"]) for e in events
                     if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix))
     starts = [a for a, _, _ in ranges]
-    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver")
                 and isinstance(e.get("args"), dict) and "correlation" in e["args"]}
     for e in events:
         if e.get("cat") not in ("kernel", "gpu_memcpy"):

@@ -119,7 +119,8 @@ class Workload:
         self.notes = [n for n in self.notes if not n.startswith(PLACED)]
         self.crossed = [k for k, g in self.groups.items() if g.spans_nodes(ranks_per_node)]
         if self.crossed:
-            names = ", ".join(self.groups[k].label() for k in self.crossed[:6]) + (" ..." if len(self.crossed) > 6 else "")
+            names = ", ".join(self.groups[k].label() for k in self.crossed[:6])
+            names += " ..." if len(self.crossed) > 6 else ""
             self.notes.append(f"{PLACED}{ranks_per_node} rank(s) a node ({source}): {names} crossed a network in "
                               "the job; their rows get no ratio against the job's times (a network hop and this "
                               "node's links do not compare)")

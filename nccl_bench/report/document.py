@@ -12,8 +12,8 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import git_sha
 from nccl_bench.records.kinds import KINDS
 
-KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate", "fleet",
-              "replay", "leakcheck", "copies")
+KIND_ORDER = ("bench", "init", "init-simulate", "stress", "stress-summary", "asv", "doctor", "accept", "locate",
+              "fleet", "replay", "leakcheck", "copies")
 BENCH_DETAIL_ROWS = 400  # full per-size tables fold away; beyond this many rows, only the summary
 
 

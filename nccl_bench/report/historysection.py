@@ -14,8 +14,8 @@ def write(doc, h: history.History, table, num) -> None:
             f"Each benchmark's value per commit (asv's median of its samples), oldest first. A regression "
             f"is a step to a worse level (up for a time, down for a rate) that the newest commit still has: "
             f"the levels right either side of it (asv's step detection) differ by more than "
-            f"{history.THRESHOLD:.0%} and by more than twice the series' own run-to-run spread, and the runs' interquartile "
-            f"ranges either side do not overlap. The most certain first (change over noise). A step that "
+            f"{history.THRESHOLD:.0%} and by more than twice the series' own run-to-run spread, and the runs' "
+            f"interquartile ranges either side do not overlap. The most certain first (change over noise). A step that "
             f"fails the noise tests is too noisy to judge: listed, not named.", "")
     for machine, commits in h.commits.items():
         versions = "; ".join(dict.fromkeys(historyplot.versions(c.versions) for c in commits if c.versions))

@@ -15,11 +15,11 @@ def accept_lines(res, table) -> list[str]:
         out += [f"Profile source: {doc['source']}", ""]
     der = doc.get("derivation") or {}
     if der.get("transport"):
+        inputs = ", ".join(f"{k}={v}" for k, v in (der.get("inputs") or {}).items())
         out += [f"Derived: {der['transport']} at {der.get('bottleneck_GBps') or 0:.0f} GB/s per GPU, "
-                f"margin {der.get('margin')}; inputs: " + ", ".join(f"{k}={v}" for k, v in (der.get("inputs") or {}).items()),
-                ""]
-    body = [[r.get("status", "").upper(), r.get("check"), _g(r.get("measured")), r.get("required"), r.get("detail") or ""]
-            for r in res.rows]
+                f"margin {der.get('margin')}; inputs: {inputs}", ""]
+    body = [[r.get("status", "").upper(), r.get("check"), _g(r.get("measured")), r.get("required"),
+             r.get("detail") or ""] for r in res.rows]
     return out + [table(body, ["result", "check", "measured", "required", "detail"]), ""]
 
 

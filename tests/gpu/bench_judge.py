@@ -71,7 +71,8 @@ def anchors() -> dict[tuple, dict]:
                 f"{k}_{m}": float(r[f"{algo}_{k}_{'us' if m == 'us' else 'busbw_GBps'}"])
                 for k in ("oop", "ip") for m in ("us", "busbw")}
     for r in csv.DictReader(open(ANCHORS / "h200x2_collectives.csv")):
-        coll, series = ("all_reduce", "graph") if r["collective"] == "all_reduce_graph" else (r["collective"], "default")
+        graph = r["collective"] == "all_reduce_graph"
+        coll, series = ("all_reduce", "graph") if graph else (r["collective"], "default")
         out[(coll, series, int(r["bytes"]))] = {
             f"{k}_{m}": float(r[f"{k}_{'us' if m == 'us' else 'busbw_GBps'}"])
             for k in ("oop", "ip") for m in ("us", "busbw")}

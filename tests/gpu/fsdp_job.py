@@ -53,7 +53,7 @@ torch.cuda.synchronize()
 (out / "kineto").mkdir(parents=True, exist_ok=True)
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
              schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-             on_trace_ready=lambda prof: prof.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))) as prof:
+             on_trace_ready=lambda p: p.export_chrome_trace(str(out / "kineto" / f"trace_rank{rank}.json"))) as prof:
     for _ in range(3):
         step()
         torch.cuda.synchronize()

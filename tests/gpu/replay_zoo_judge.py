@@ -13,7 +13,8 @@ from nccl_bench import records  # noqa: E402
 LO, HI, SEQ, SMALL = 0.8, 1.25, 1.15, 1.10
 folder = Path(sys.argv[1])
 f = lambda v, p=2: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
-print(f"{'zoo job':14s} {'calls':>5s} {'left':>4s} {'stop':>4s} {'rows':>4s} {'in band':>7s} {'x ready: min..max':>18s} "
+print(f"{'zoo job':14s} {'calls':>5s} {'left':>4s} {'stop':>4s} {'rows':>4s} {'in band':>7s} "
+      f"{'x ready: min..max':>18s} "
       f"{'seq x':>6s} {'wrong':>5s} {'no ready':>5s}")
 def key(r):
     return r["collective"], r["bytes"], r["dtype"], tuple(r["group_ranks"])
@@ -29,7 +30,8 @@ for path in sorted(folder.glob("zoo_*.json")):
         ready = {key(r): r["trace_ready_us"] for r in records.load(str(twin)).rows if r.get("trace_ready_us")}
         for r in rows:
             if key(r) in ready and r.get("ready_us"):
-                r["ratio"], r["ratio_of"], r["trace_ready_us"] = r["ready_us"] / ready[key(r)], "trace's ready", ready[key(r)]
+                theirs = ready[key(r)]
+                r["ratio"], r["ratio_of"], r["trace_ready_us"] = r["ready_us"] / theirs, "trace's ready", theirs
     # only against a ready time: a row whose job recorded none (a dump's calls with no trace twin, the transfers of
     # a batch_isend_irecv, whose kernels torch's profiler does not tag) is not judged, and is counted
     READY = ("ready", "trace's ready", "trace_ready")
@@ -74,4 +76,5 @@ ops = {op: [records.load(str(p)).rows[0]["out_of_place"]["time"] for p in sorted
        for op in ("sum", "max")}
 if all(ops.values()):
     print(f"all_reduce 616 B int64, bench us: sum {' '.join(f(v, 1) for v in ops['sum'])}, max "
-          f"{' '.join(f(v, 1) for v in ops['max'])}: max over sum {statistics.median(ops['max']) / statistics.median(ops['sum']):.2f}")
+          f"{' '.join(f(v, 1) for v in ops['max'])}: max over sum "
+          f"{statistics.median(ops['max']) / statistics.median(ops['sum']):.2f}")

@@ -116,8 +116,9 @@ def table(rows: list[dict]) -> str:
     if rows and rows[0]["rep"] == -1:  # the machine's first run of each tool, after setup (tests/gpu/env.sh)
         cases.insert(1, (rows[0]["case"], True))
     for case, first in cases:
-        o = [r for r in rows if r["case"] == case and r["tool"] == "ours" and (r["rep"] == -1 if first else r["rep"] >= 0)]
-        t = [r for r in rows if r["case"] == case and r["tool"] != "ours" and (r["rep"] == -1 if first else r["rep"] >= 0)]
+        mine = [r for r in rows if r["case"] == case and (r["rep"] == -1 if first else r["rep"] >= 0)]
+        o = [r for r in mine if r["tool"] == "ours"]
+        t = [r for r in mine if r["tool"] != "ours"]
         case = "  its first run after setup" if first else case
         orow, oexit = med(r["first_row_s"] for r in o), med(r["exit_s"] for r in o)
         trow, texit = med(r["first_row_s"] for r in t), med(r["exit_s"] for r in t)
@@ -149,7 +150,8 @@ def main() -> int:
         rows += pairs(f"sweep 8 B-8 GiB, own / -g {GPUS}", py + SWEEP, [perf, *SWEEP, "-g", str(GPUS)], env)
     elif what == "commands":
         before = sys.argv[2] if len(sys.argv) > 2 else None
-        cmds = {"smoke": ["smoke", "--backend", "nccl"], "init": ["init", "--backend", "nccl", "--init", "scoped", "--rounds", "5"],
+        cmds = {"smoke": ["smoke", "--backend", "nccl"],
+                "init": ["init", "--backend", "nccl", "--init", "scoped", "--rounds", "5"],
                 "stress 20": None, "accept": ["accept", "--backend", "nccl"]}
         for rep in range(-1, 1 if before is None else 2):  # rep -1: untimed (warm)
             for name, args in cmds.items():

@@ -142,9 +142,11 @@ def main() -> int:
     (OUT / "torchfree.json").write_text(json.dumps(report, indent=1))
     k = report["kernels"]
     print("\n| check | outcome |\n|---|---|")
-    print(f"| kernels vs torch's datacheck | {k.get('error') or ('%d bad: %s' % (len(k['bad']), k['bad'][:3]) if k['bad'] else 'all equal')} |")
+    bad = f"{len(k['bad'])} bad: {k['bad'][:3]}" if k["bad"] else "all equal"
+    print(f"| kernels vs torch's datacheck | {k.get('error') or bad} |")
     i = report["imports"]
-    print(f"| imports under PYTHONPROFILEIMPORTTIME | exit {i['exit']}, {i['import_lines']} lines, {i['torch_lines']} of torch |")
+    print(f"| imports under PYTHONPROFILEIMPORTTIME | exit {i['exit']}, {i['import_lines']} lines, "
+          f"{i['torch_lines']} of torch |")
     for name, r in report["results"].items():
         print(f"| every collective -d all -o all, {name} | exit {r['exit']}, {r['rows']} rows, wrong {r['wrong']}, "
               f"algorithm not recorded {r['unconfirmed']} |")

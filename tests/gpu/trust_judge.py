@@ -135,7 +135,8 @@ for c, s in alone:
             table.append(("alone: first-call excess", f"{what}: first row / later cycles, pooled over {n} "
                           "processes per tool", fmt(ours_x), fmt(ref_x), fmt(ours_x / ref_x),
                           "<= 1.10 or <= ref x 1.05", "PASS" if good else "MISS",
-                          "" if good else " ".join(fmt(v) for v in eo if v) + " | " + " ".join(fmt(v) for v in et if v)))
+                          "" if good else
+                          " ".join(fmt(v) for v in eo if v) + " | " + " ".join(fmt(v) for v in et if v)))
             continue
         calm = bool(med(eo) and med(et)) and med(eo) <= 1.10 and med(eo) / med(et) <= 1.10
         add("alone: first row (us)", f"{what} / nccl-tests' first row", o, t, "<= 1.10", lambda x: x <= 1.10,
@@ -288,7 +289,8 @@ if tail_rows:
     print("# threads awake in our timed loops besides the loop (most wake-ups per second, any rank, any rep): "
           + ("; ".join(f"{n} ({o}) {v:.0f}/s" for (o, n), v in sorted(awake.items(), key=lambda x: -x[1])[:6])
              or "none"))
-json.dump([dict(zip(("check", "detail", "ours", "ref", "ratio", "target", "verdict", "repetitions"), r)) for r in table],
+COLUMNS = ("check", "detail", "ours", "ref", "ratio", "target", "verdict", "repetitions")
+json.dump([dict(zip(COLUMNS, r)) for r in table],
           open(out / "trust.json", "w"), indent=1)
 print(f"TRUST: {'FAIL' if miss or wrong else 'PASS'} ({len(table)} points, {miss} miss, {spread} inside both tools' "
       f"spread, {wrong} wrong)")

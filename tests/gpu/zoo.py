@@ -16,8 +16,8 @@ KIND (4 ranks):
          barrier, send and recv), fp32, bf16 and int64 at odd counts
   hang   the mesh's first calls, then rank 3 skips an all_reduce: torch's watchdog times out (10 s) and dumps
          (TORCH_NCCL_DUMP_ON_TIMEOUT=1, TORCH_FR_DUMP_TEMP_FILE=OUT/fr/dump_rank, set by the caller)
-FSDP2 is tests/gpu/fsdp_job.py. Writes OUT/fr/dump_rank<R>.pkl and OUT/fr_json/dump_rank<R>.json (hang: fr_before, fr_before_json, and
-the watchdog's OUT/fr/dump_rank<R>), OUT/kineto/trace_rank<R>.json,
+FSDP2 is tests/gpu/fsdp_job.py. Writes OUT/fr/dump_rank<R>.pkl and OUT/fr_json/dump_rank<R>.json (hang:
+fr_before, fr_before_json, and the watchdog's OUT/fr/dump_rank<R>), OUT/kineto/trace_rank<R>.json,
 OUT/calls_rank<R>.json (each call as the job made it: kind, elements, dtype, group name and ranks).
 `--backend gloo` runs the same calls on CPUs (no split_group; dumps through _dump_fr_trace) to try the script.
 """
@@ -199,7 +199,8 @@ def dump(tag=""):
     if gpu:
         (out / f"fr{tag}" / f"dump_rank{rank}.pkl").write_bytes(c10d._dump_nccl_trace())
         text = c10d._dump_nccl_trace_json()  # bytes on torch 2.11, str before
-        (out / f"fr{tag}_json" / f"dump_rank{rank}.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+        data = text if isinstance(text, bytes) else text.encode()
+        (out / f"fr{tag}_json" / f"dump_rank{rank}.json").write_bytes(data)
     else:
         (out / f"fr{tag}" / f"dump_rank{rank}.pkl").write_bytes(c10d._dump_fr_trace())
 
