@@ -61,7 +61,8 @@ def add_job_args(p: argparse.ArgumentParser, init_default: str = "scoped", allow
                        "nccl-tests' -T")
     else:
         p.add_argument("--timeout", type=float, default=timeout,
-                       help=helps.get("timeout", f"per-init deadline in seconds (default {timeout:g})"))
+                       help=helps["timeout"] if "timeout" in helps  # timeout None: the helps say it
+                       else f"per-init deadline in seconds (default {timeout:g})")
     add_verbose_arg(p)
 
 
