@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nccl_bench.comm import gpu_count, scenario
-from nccl_bench.core import resources
+from nccl_bench.core import launch, resources
 from nccl_bench.core.errors import BarrierTimeout
 from stress import inject, peers, plans
 from stress.diagnose import History, judge
@@ -42,7 +42,7 @@ class JudgedRound:
         self.n = job.nranks
         self.verify = Verification(opts.collective, opts.bytes, job.rank, self.n)
         self.leak = inject.Leak(opts.inject, job.rank)
-        self.device = job.ident.local_rank % max(gpu_count(), 1) if opts.job.backend != "gloo" else None
+        self.device = launch.local_device(job.ident.local_rank, gpu_count()) if opts.job.backend != "gloo" else None
         self.sweeper = Sweeper(job.store.raw, opts.destroys_in_flight or 0)
         self.everyone = peers.Peers(peers.me(job), [])
         self.groups = scenario.Groups(list(plan), scenario_group_size(opts)) if opts.scenario == "same-group" else None

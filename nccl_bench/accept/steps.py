@@ -43,7 +43,7 @@ def step_bench(o: AcceptOptions, profile: profiles.Profile) -> dict:
 
 def step_copies(o: AcceptOptions) -> dict:
     """Every local GPU's device, host-to-device and device-to-host copy; the slowest GPU's counts."""
-    rows = run_result(["nccl_bench.measure.copies"], o.step_timeout).rows
+    rows = run_result(["nccl_bench", "copies"], o.step_timeout).rows
     out = {"copy_GBps": {}, "copy_rows": rows}
     for key in ("device", "h2d", "d2h"):
         worst = min(rows, key=lambda r: r[f"{key}_GBps"])

@@ -18,6 +18,7 @@ from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import ONE_GROUP, Communicator, InitPlan, own_copies
 from nccl_bench.comm.nccldevice import DeviceSide
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core import launch
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
 _POLL_S = 0.0005
@@ -96,7 +97,7 @@ class NcclCommunicator(DeviceSide, Communicator):
             self.device = self.gpu.device
         else:
             import torch
-            self.device = torch.device("cuda", plan.local_rank % max(torch.cuda.device_count(), 1))
+            self.device = torch.device("cuda", launch.local_device(plan.local_rank, torch.cuda.device_count()))
             torch.cuda.set_device(self.device)
         for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
             if val:  # read by NCCL at each communicator's init

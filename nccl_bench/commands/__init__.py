@@ -16,6 +16,8 @@ COMMANDS = {
     "accept": ("nccl_bench.accept.command", "doctor + bandwidth + init + short stress judged by a hardware profile"),
     "doctor": ("nccl_bench.accept.doctor",
                "preflight health on every rank: GPU errors, links, /dev/shm, env, ranks alive"),
+    "copies": ("nccl_bench.accept.gpucopies",
+               "each GPU's copy bandwidth: device to device (HBM), to and from the host (PCIe)"),
     "locate": ("nccl_bench.locate.command", "name the GPU, link or node that drags collectives down: pairs, bisection"),
     "fleet": ("nccl_bench.fleet.command",
               "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),

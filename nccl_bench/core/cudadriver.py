@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from nccl_bench.core import launch
 from nccl_bench.core.dtypes import ELEMENT_BYTES
 
 _LIB: list = []
@@ -131,7 +132,7 @@ def gpu(index: int) -> Gpu:
 
 def local_gpu(local_rank: int) -> Gpu:
     """The GPU of a node's `local_rank`-th rank, as every backend places ranks: local rank modulo GPUs."""
-    return gpu(local_rank % max(device_count(), 1))
+    return gpu(launch.local_device(local_rank, device_count()))
 
 
 def init_early(local_rank: int) -> None:

@@ -173,6 +173,12 @@ def describe(env=None) -> str:
     return f"{ident.launcher} (rank {ident.rank} of {ident.world_size})"
 
 
+def local_device(local_rank: int, visible: int) -> int:
+    """The GPU a node's `local_rank`-th rank drives, as every backend places ranks: one each, round-robin past
+    the `visible` GPUs (more ranks than GPUs share them)."""
+    return local_rank % max(visible, 1)
+
+
 def self_launched(ident: Identity | None) -> bool:
     """Whether this process is a rank that a launcher of ours started: that launcher ran the same command and
     proved its outputs writable and its sizes fitting before it started any rank."""

@@ -94,8 +94,10 @@ def _write(out: Path, a, nodes, names, metrics, bad, stats) -> None:
             row = []
             for j, m in enumerate(metrics):
                 v, med = nodes[n].value(m), stats.get(m, (None,))[0]
-                better = v / med if outliers.higher_is_better(m) else med / v if v else None
-                row.append(None if v is None or not med else better)
+                if v is None or not med:
+                    row.append(None)
+                else:  # above 1: better than the fleet's median
+                    row.append(v / med if outliers.higher_is_better(m) else med / v if v else None)
                 if any(m in w for w in bad.get(n, [])):
                     flagged.add((i, j))
             grid.append(row)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from nccl_bench.comm import InitPlan, gpu_count
 from nccl_bench.comm.lifetime import communicator
 from nccl_bench.comm.reaper import Reaper
-from nccl_bench.core import resources
+from nccl_bench.core import launch, resources
 from nccl_bench.core.resources import Trends, default_warmup
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, at_least
@@ -45,7 +45,7 @@ def loop(job, backend: str, ranks_per_root: int, timeout: float, opts: LeakCheck
     {inits, failed, seconds}."""
     import torch  # on the rank only
     trends = Trends(opts.warmup)
-    device = job.ident.local_rank % max(gpu_count(), 1) if backend != "gloo" else None
+    device = launch.local_device(job.ident.local_rank, gpu_count()) if backend != "gloo" else None
     failed, t0 = 0, time.perf_counter()
     reaper = Reaper(timeout + 10.0) if opts.depth else None
     for i in range(opts.inits):

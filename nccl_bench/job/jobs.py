@@ -9,7 +9,6 @@ process group, which a new session leaves) takes its job along.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import REPO
+from nccl_bench.job import reaping
 from nccl_bench.records import Result, from_doc
 
 
@@ -42,7 +42,7 @@ def run_result(argv: list[str], timeout: float, json_flag: str = "--json", env: 
         cmd = [sys.executable, "-m", *argv, json_flag, str(out)]
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+                                preexec_fn=reaping.die_with_parent)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -60,22 +60,6 @@ def run_result(argv: list[str], timeout: float, json_flag: str = "--json", env: 
         except (OSError, ValueError, UsageError) as e:
             raise JobFailed(argv, f"exit {proc.returncode} but its result is unreadable: "
                                   f"{type(e).__name__}: {e}", proc.returncode) from None
-
-
-def _libc():
-    try:  # loaded here, not in the forked child (no dlopen between fork and exec)
-        return ctypes.CDLL("libc.so.6", use_errno=True) if sys.platform.startswith("linux") else None
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the caller dies (Linux; elsewhere a no-op)."""
-    if _LIBC is not None:
-        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -18,13 +18,7 @@ from nccl_bench.job import reaping, workers
 
 def die_with_parent() -> None:
     """Workers die when their launcher dies, even by SIGKILL: no orphan holds a GPU."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        return
+    reaping.die_with_parent()
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(EXIT_FAILED)
 

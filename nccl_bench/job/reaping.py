@@ -9,9 +9,26 @@ import signal
 import sys
 import time
 
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 KILL_WAIT_S = 5.0  # after SIGKILL: the kernel ends the process; this bounds the wait for its exit status
 _before: set[int] = set()  # children that were there before adopt_orphans (not this launch's to end)
+
+
+def _libc():
+    try:  # loaded at import, never in a child between fork and exec (no dlopen there)
+        return ctypes.CDLL("libc.so.6", use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def die_with_parent() -> None:
+    """SIGKILL to this process when its parent dies, by any signal (Linux; elsewhere nothing): no orphan of
+    ours holds a GPU. Safe as a child's preexec_fn: it loads and allocates nothing."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def adopt_orphans() -> None:
@@ -19,10 +36,8 @@ def adopt_orphans() -> None:
     _before.update(children())
     if not sys.platform.startswith("linux"):
         return
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
-    except OSError:
-        return  # no libc to ask: orphans go to init, as without a subreaper
+    if _LIBC is not None:  # else no libc to ask: orphans go to init, as without a subreaper
+        _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def children() -> list[int]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import statistics
 
+from nccl_bench.core import launch
+
 FAKE_NODES_ENV = "NCCL_BENCH_FAKE_NODES"  # tests only: "a,a,b,b" per rank, or "4x2" (4 nodes of 2)
 INJECT_ENV = "NCCL_BENCH_LOCATE_INJECT"  # tests only: "slow-send:R:S;slow-pair:A:B:S;corrupt:R"
 
@@ -180,7 +182,7 @@ def gpu_check(local_rank: int) -> dict:
     if not torch.cuda.is_available():
         return {"copy_GBps": None, "why": "no GPU"}
     from nccl_bench.measure.copies import measure
-    got = measure(local_rank % max(torch.cuda.device_count(), 1), 256 << 20)
+    got = measure(launch.local_device(local_rank, torch.cuda.device_count()), 256 << 20)
     return {"copy_GBps": got["device_GBps"], "h2d_GBps": got["h2d_GBps"], "d2h_GBps": got["d2h_GBps"]}
 
 

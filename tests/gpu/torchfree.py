@@ -142,7 +142,7 @@ def main() -> int:
     (OUT / "torchfree.json").write_text(json.dumps(report, indent=1))
     k = report["kernels"]
     print("\n| check | outcome |\n|---|---|")
-    bad = f"{len(k['bad'])} bad: {k['bad'][:3]}" if k["bad"] else "all equal"
+    bad = f"{len(k['bad'])} bad: {k['bad'][:3]}" if k.get("bad") else "all equal"
     print(f"| kernels vs torch's datacheck | {k.get('error') or bad} |")
     i = report["imports"]
     print(f"| imports under PYTHONPROFILEIMPORTTIME | exit {i['exit']}, {i['import_lines']} lines, "
