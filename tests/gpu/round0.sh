@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 68's GPU acceptance on every GPU of this machine (its acceptance needs 4: nvidia-h100-x4 or nvidia-h200-x4),
-# in three calls of under 9 minutes each, back to back on one machine. Carry .whl (nccl4py, nvtx; .whl/mpi/mpich)
+# in four calls of under 9 minutes each, back to back on one machine (about 1,520 s in all on 4 x H200). Carry .whl (nccl4py, nvtx; .whl/mpi/mpich)
 # and .nccltests (nccl-tests 2.19.6); for part 0, .before too
 # (`git archive d120bea nccl_bench stress pyproject.toml | tar -x -C .before`):
 #   bash tests/gpu/round0.sh 1   # on a fresh machine: the first bench after setup beside nccl-tests' first, the
@@ -8,8 +8,9 @@
 #                                # as the call has time for
 #   bash tests/gpu/round0.sh 2   # the README's main job (stress --rounds 1000, every GPU); CHECKS="..." adds
 #                                # what part 1 left LATER
-#   bash tests/gpu/round0.sh 3   # release.py's script checks (an FSDP2 replay, torch-free, nccl-tests beside us)
-#                                # and what is still LATER: CHECKS="..." bash tests/gpu/round0.sh 3
+#   bash tests/gpu/round0.sh 3   # an FSDP2 replay and torch-free (about 160 s on 4 x H200), and what is still
+#                                # LATER: CHECKS="..." bash tests/gpu/round0.sh 3
+#   bash tests/gpu/round0.sh 4   # nccl-tests beside us (trust.sh CALL=alone): about 500 s, a call of its own
 #   bash tests/gpu/round0.sh 0   # round 0 beside d120bea (tests/gpu/round0.py)
 # Each part leaves $OUT/partN.tgz (every log and JSON) and $OUT/partN_table.txt, its tables, printed last.
 set -u
@@ -30,9 +31,12 @@ case "$part" in
 2)
   python3 tests/gpu/release.py main-job ${CHECKS:-} --out $W/release --budget 530 > $W/release.log 2>&1
   sed -n '/^check /,$p' $W/release.log ;;
-*)
-  checks="${CHECKS:-replay-fsdp bench-torch-free beside-nccl-tests}"
+3)
+  checks="${CHECKS:-replay-fsdp bench-torch-free}"
   python3 tests/gpu/release.py $checks --out $W/release --budget 520 > $W/release.log 2>&1
+  sed -n '/^check /,$p' $W/release.log ;;
+*)
+  python3 tests/gpu/release.py beside-nccl-tests --out $W/release --budget 570 > $W/release.log 2>&1
   sed -n '/^check /,$p' $W/release.log ;;
 esac > $OUT/part${part}_table.txt
 tar -czf $OUT/part$part.tgz -C /tmp round0_part$part
