@@ -1,5 +1,6 @@
 """`bench` as users run it: real multi-process jobs on gloo, JSON fields, bad input."""
 import json
+import os
 
 import pytest
 
@@ -302,3 +303,19 @@ def test_a_table_printed_row_by_row_is_the_table_printed_at_once(capsys):
     lines = streamed.splitlines()
     assert lines[2].startswith("#") and lines[2].index("size") == lines[3].index("8") - 3  # right-aligned
     assert "123456789.50" in lines[4] and len(lines[4]) > len(lines[3])
+
+
+def test_a_communicator_forced_to_an_algorithm_leaves_the_next_one_the_users_choice(monkeypatch):
+    """bench --algo ring,default: NCCL reads NCCL_ALGO at each init; the default communicator after a ring one
+    gets what the user's environment said, not ring."""
+    from nccl_bench.comm import plan as plans
+    monkeypatch.setitem(plans._USERS, "NCCL_ALGO", None)
+    monkeypatch.setitem(plans._USERS, "NCCL_PROTO", "Simple")
+    monkeypatch.delenv("NCCL_ALGO", raising=False)
+    monkeypatch.delenv("NCCL_PROTO", raising=False)  # both restored after the test
+    make = lambda algo, proto=None: plans.InitPlan(rank=0, nranks=1, mode="regular", ranks_per_root=1,  # noqa: E731
+                                                   counter=0, store=None, algo=algo, proto=proto)
+    plans.choose_algorithm(make("Ring", "LL"))
+    assert os.environ["NCCL_ALGO"] == "Ring" and os.environ["NCCL_PROTO"] == "LL"
+    plans.choose_algorithm(make(None))
+    assert "NCCL_ALGO" not in os.environ and os.environ["NCCL_PROTO"] == "Simple"

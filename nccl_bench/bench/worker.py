@@ -24,17 +24,10 @@ def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) ->
     """The plan of the job's `counter`-th communicator. Each has a store namespace of its own: under `regular` and
     `stock` PyTorch (and our stock layout) reuse their ID keys, and the next communicator's rank could read the
     ID of the one just destroyed (a bench is not the place for that race: stress and init churn it)."""
-    if algo == "default":  # NCCL_ALGO stays what the user's environment says
-        if _USER_ALGO is None:
-            os.environ.pop("NCCL_ALGO", None)
-        else:
-            os.environ["NCCL_ALGO"] = _USER_ALGO
     return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
                     proto=o.proto, blocking=True, namespace=f"{job.namespace}/{counter}", torch_free=o.torch_free)
 
-
-_USER_ALGO = os.environ.get("NCCL_ALGO")
 
 
 def _confirmation(o: BenchOptions) -> dict:

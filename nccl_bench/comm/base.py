@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # torch is loaded by the backends that use it, when they are 
     import torch
 
 EXCHANGE_ROUND_S = 60.0  # exchange(): a middle round waits this long at most (bench's default -T)
-REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 # Which keyword arguments each collective method takes beyond (send, recv).
 _PREPARE_ARGS = {"all_reduce": ("op",), "all_gather": (), "reduce_scatter": ("op",), "broadcast": ("root",),
                  "reduce": ("op", "root"), "alltoall": (), "sendrecv": ("to", "frm"), "exchange": ("rounds", "native")}

@@ -9,7 +9,6 @@ returned ncclSuccess" and wrong results; docs/validation.md#anchors).
 """
 from __future__ import annotations
 
-import os
 import time
 
 from nccl_bench.comm import launchloop
@@ -17,6 +16,7 @@ from nccl_bench.comm.ncclnames import NATIVE_SINCE, SYMBOLS, error_name, lib_err
 from nccl_bench.comm.bootstrap import exchange_for
 from nccl_bench.comm.base import ONE_GROUP, Communicator, InitPlan, own_copies
 from nccl_bench.comm.nccldevice import DeviceSide
+from nccl_bench.comm.plan import choose_algorithm
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core import launch
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
@@ -99,9 +99,7 @@ class NcclCommunicator(DeviceSide, Communicator):
             import torch
             self.device = torch.device("cuda", launch.local_device(plan.local_rank, torch.cuda.device_count()))
             torch.cuda.set_device(self.device)
-        for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
-            if val:  # read by NCCL at each communicator's init
-                os.environ[var] = val
+        choose_algorithm(plan)
         self.blocking = plan.blocking
         self.ids_used = exchange_for(plan, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds

@@ -5,6 +5,7 @@ them without paying for the torch import; the backends (base.py) use them as the
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,3 +54,17 @@ class InitTimings:
         if self.init is None:
             return None
         return max(self.init - (self.exchange or 0.0) - (self.create or 0.0), 0.0)
+
+
+_USERS = {var: os.environ.get(var) for var in ("NCCL_ALGO", "NCCL_PROTO")}  # as the process started
+
+
+def choose_algorithm(plan: InitPlan) -> None:
+    """Before a communicator's init, which NCCL reads NCCL_ALGO and NCCL_PROTO at: the plan's where it names one,
+    else the user's own, so that a communicator forced to one algorithm leaves the next one NCCL's choice."""
+    for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
+        want = val or _USERS[var]
+        if want is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = want

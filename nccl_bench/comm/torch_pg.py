@@ -34,6 +34,7 @@ import torch.distributed as dist
 from nccl_bench.comm.bootstrap import IdExchange
 from nccl_bench.comm.ncclnames import first_line, torch_error_name
 from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views, torch_defaults
+from nccl_bench.comm.plan import choose_algorithm
 from nccl_bench.comm.recordingstore import RecordingStore
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, EXIT_FAILED
@@ -103,9 +104,7 @@ class TorchCommunicator(Communicator):
         index = 0 if plan.group is None else plan.group.index
         self.device = torch.device("cuda", (plan.local_rank + index) % ndev)
         torch.cuda.set_device(self.device)
-        for var, val in (("NCCL_ALGO", plan.algo), ("NCCL_PROTO", plan.proto)):
-            if val:
-                os.environ[var] = val
+        choose_algorithm(plan)
         os.environ["TORCH_NCCL_RANKS_PER_ROOT"] = str(_ranks_per_root(plan))
         # Nonblocking init, so PyTorch itself gives up at the deadline instead of hanging; bench asks for
         # PyTorch's default, blocking, as its users run it: a nonblocking communicator makes PyTorch
