@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 from nccl_bench.core import stats
@@ -107,8 +108,7 @@ def result(path: Path, given: str, doc: dict, need_rows: bool = False) -> Result
     if not isinstance(meta, dict):
         raise UsageError(f"{given}: its metadata block is not an object")
     check_rows(given, "bench", rows, key, need_rows)
-    said: list[str] = []
-    rows = in_size_order(given, rows, said)
+    rows, said = in_size_order(given, rows)
     top = {k: v for k, v in doc.items() if k not in ("kind", "schema", "meta", "rows", "results")}
     return Result(path, given, "bench", meta, median_over_cycles(rows), top=top, cycles=rows, said=said)
 
@@ -118,27 +118,31 @@ POINT = ("collective", "type", "redop", "root", "algo", "init", "backend", "nran
          "cycle")
 
 
-def in_size_order(given: str, rows: list[dict], said: list[str]) -> list[dict]:
-    """The rows with each series' sizes ascending, as a sweep measures them. A point twice in one cycle is no
-    sweep's: refused, naming it. Sizes out of order (a file edited or joined by hand) are read in order, and
-    said."""
+def _series(row: dict) -> tuple:
+    return tuple(str(row.get(k)) for k in POINT)
+
+
+def in_size_order(given: str, rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """(the rows with each series' sizes ascending, as a sweep measures them; what is worth saying). A point
+    twice in one cycle is no sweep's: refused, naming it. Sizes out of order (a file edited or joined by hand)
+    are read in order, and said."""
     series: dict[tuple, list[int]] = {}
-    for i, r in enumerate(rows):
-        series.setdefault(tuple(str(r.get(k)) for k in POINT), []).append(i)
+    for r in rows:
+        series.setdefault(_series(r), []).append(r["size"])
     unsorted = []
-    for key, at in series.items():
-        sizes = [rows[i]["size"] for i in at]
-        if len(set(sizes)) < len(sizes):
-            twice = next(s for s in sizes if sizes.count(s) > 1)
-            raise UsageError(f"{given}: {key[0]} at {twice} B appears {sizes.count(twice)} times in one sweep "
-                             f"(cycle {key[-1] if key[-1] != 'None' else 0}): a sweep measures each size once")
+    for key, sizes in series.items():
+        twice = [(size, n) for size, n in Counter(sizes).items() if n > 1]
+        if twice:
+            cycle = "0" if key[-1] == "None" else key[-1]
+            raise UsageError(f"{given}: {key[0]} at {twice[0][0]} B appears {twice[0][1]} times in one sweep "
+                             f"(cycle {cycle}): a sweep measures each size once")
         if sizes != sorted(sizes):
             unsorted.append(key[0])
     if not unsorted:
-        return rows
-    said.append(f"{given}: sizes out of order in {', '.join(dict.fromkeys(unsorted))}; read in size order")
-    first = {key: at[0] for key, at in series.items()}
-    return sorted(rows, key=lambda r: (first[tuple(str(r.get(k)) for k in POINT)], r["size"]))
+        return rows, []
+    first = {key: i for i, key in enumerate(series)}
+    return (sorted(rows, key=lambda r: (first[_series(r)], r["size"])),
+            [f"{given}: sizes out of order in {', '.join(dict.fromkeys(unsorted))}; read in size order"])
 
 
 PER_CYCLE = {*PLACES, *(p + "_per_iter" for p in PLACES), "cycle", "timestamp", "host_us"}  # differ between cycles

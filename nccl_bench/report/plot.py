@@ -79,19 +79,23 @@ def _bench_lines(results, collective: str, max_size: float | None = None) -> tup
     at each size (drawn as their median and range), so that a report over thousands of runs stays one readable
     figure, drawn in seconds."""
     per_file = len(results) > 1
-    for pass_ in (0, 1):
-        lines: dict[str, dict] = {}
-        for res in results:
-            for row in res.rows:
-                if row["collective"] != collective or (max_size and row["size"] > max_size):
-                    continue
-                label = series_label(series_key(res, row)) + (f" [{res.path.stem}]" if per_file else "")
-                lines.setdefault(label, {}).setdefault(row["size"], []).append(row)
-        if len(lines) <= MAX_LINES or not per_file:
-            break
-        per_file = False
-    runs = 1 if per_file or len(results) == 1 else len(results)
+    lines = _collect(results, collective, max_size, per_file)
+    if per_file and len(lines) > MAX_LINES:
+        lines, per_file = _collect(results, collective, max_size, False), False
+    runs = len(results) if len(results) > 1 and not per_file else 1
     return {k: sorted(v.items()) for k, v in lines.items()}, runs
+
+
+def _collect(results, collective: str, max_size: float | None, per_file: bool) -> dict[str, dict]:
+    """label (and file, where `per_file`) -> size -> the rows of it."""
+    lines: dict[str, dict] = {}
+    for res in results:
+        for row in res.rows:
+            if row["collective"] != collective or (max_size and row["size"] > max_size):
+                continue
+            label = series_label(series_key(res, row)) + (f" [{res.path.stem}]" if per_file else "")
+            lines.setdefault(label, {}).setdefault(row["size"], []).append(row)
+    return lines
 
 
 def _drawn(ax, pts, value, label: str, runs: int, **style) -> None:
