@@ -18,7 +18,7 @@ from nccl_bench.comm.base import ONE_GROUP, Communicator, InitPlan, own_copies
 from nccl_bench.comm.nccldevice import DeviceSide
 from nccl_bench.comm.plan import choose_algorithm
 from nccl_bench.core.deadline import Deadline
-from nccl_bench.core import launch
+from nccl_bench.core import launch, private
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
 _POLL_S = 0.0005
@@ -299,11 +299,10 @@ class NcclCommunicator(DeviceSide, Communicator):
             except (OSError, AttributeError):
                 ptrs[binding] = 0
         if binding not in ptrs:
-            from nccl.bindings._internal import nccl as loaded
             symbol, ptrs[binding] = SYMBOLS[binding], 0
             for key in ("__" + symbol, symbol):
                 try:
-                    ptrs[binding] = int(loaded._inspect_function_pointer(key) or 0)
+                    ptrs[binding] = private.nccl_function_pointer(key)
                 except Exception:  # a private nccl4py helper: its absence means the Python loop
                     continue
                 if ptrs[binding]:

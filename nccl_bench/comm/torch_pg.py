@@ -36,6 +36,7 @@ from nccl_bench.comm.ncclnames import first_line, torch_error_name
 from nccl_bench.comm.base import EXCHANGE_ROUND_S, Communicator, InitPlan, round_views, torch_defaults
 from nccl_bench.comm.plan import choose_algorithm
 from nccl_bench.comm.recordingstore import RecordingStore
+from nccl_bench.core import private
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import CommError, DeadlineExceeded, EXIT_FAILED
 
@@ -175,7 +176,7 @@ class TorchCommunicator(Communicator):
         _Group.generation = None  # same-group: a hung communicator takes its whole group along
         try:
             if dist.is_initialized():
-                dist.distributed_c10d._abort_process_group()
+                private.abort_process_group()
         except Exception:  # abort failed: destroy is the way left to let the group go
             try:
                 dist.destroy_process_group()
@@ -299,7 +300,7 @@ class TorchSubgroup(TorchCommunicator):
     def abort(self) -> None:
         try:
             if self.group is not None:
-                dist.distributed_c10d._abort_process_group(self.group)
+                private.abort_process_group(self.group)
         except Exception:  # aborting after a failure: whatever torch raises now changes nothing
             pass
         self.pg = self.group = None

@@ -12,6 +12,7 @@ import sys
 import uuid
 
 from nccl_bench import NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
+from nccl_bench.core import private
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
 from nccl_bench.job import reaping, workers
 
@@ -82,7 +83,6 @@ def run_module(argv: list[str]) -> None:
     """A rank forked from the warm server runs `python -m MODULE ARGS...` here, as a new process
     would; a non-zero exit leaves the process with that code (the launcher reads it)."""
     import runpy
-    from multiprocessing import forkserver
     # the server ignores these (nccl_bench.job.serverside); a rank must not, unless its command runs under nohup
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_IGN if os.environ.get(NOHUP_ENV) else signal.SIG_DFL)
@@ -94,10 +94,7 @@ def run_module(argv: list[str]) -> None:
     # Each process forked from the server holds its "alive" pipe, which keeps the server up while
     # any child lives. Let go of it, so the server ends with the launcher and the ranks with the
     # server (PR_SET_PDEATHSIG): a kill -9 of the launcher leaves nothing behind.
-    alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
-    if alive is not None:
-        os.close(alive)
-        forkserver._forkserver._forkserver_alive_fd = None
+    private.let_go_of_forkserver()
     module, args = argv[1], argv[2:]
     sys.argv = [module, *args]
     try:
@@ -316,10 +313,7 @@ def stop_helpers(grace: float) -> None:
     after it) and wait for each; one still busy after `grace` seconds (the forkserver importing torch) is
     killed, which its children follow (PR_SET_PDEATHSIG) to this process's reaping."""
     import threading
-    from multiprocessing import forkserver, resource_tracker
-    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
-        pid = getattr(helper, "_forkserver_pid", None) or getattr(helper, "_pid", None)
-        stop = getattr(helper, "_stop", None)
+    for pid, stop in private.multiprocessing_helpers():
         if pid is None or stop is None:
             continue
         timer = threading.Timer(grace, _kill, (pid,))

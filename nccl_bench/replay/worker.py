@@ -24,7 +24,7 @@ from nccl_bench.comm import InitPlan
 from nccl_bench.comm.base import ONE_GROUP
 from nccl_bench.comm.lifetime import communicator, subcommunicators
 from nccl_bench.core.heartbeat import Heartbeat
-from nccl_bench.core import markers
+from nccl_bench.core import markers, private
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
@@ -239,7 +239,7 @@ class PassTimer:
         events = [torch.cuda.Event(enable_timing=True) for _ in range(len(ends) + 1)] if timed else []
         self.line_up()
         if self.hold_cycles:
-            torch.cuda._sleep(self.hold_cycles)
+            private.gpu_sleep(self.hold_cycles)
         t0 = time.perf_counter()
         if timed:
             events[0].record(stream)
@@ -277,11 +277,11 @@ class PassTimer:
 
 
 def _cycles_per_s(torch, stream) -> float:
-    """The GPU's clock as torch.cuda._sleep counts it, measured once (clocks boost: the spec figure is not it)."""
+    """The GPU's clock as private.gpu_sleep counts it, measured once (clocks boost: the spec figure is not it)."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     cycles = 20_000_000
     start.record(stream)
-    torch.cuda._sleep(cycles)
+    private.gpu_sleep(cycles)
     end.record(stream)
     end.synchronize()
     return cycles / (start.elapsed_time(end) / 1e3)
