@@ -18,7 +18,8 @@ from nccl_bench.job import jobs
 from nccl_bench.core import results, sysinfo
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import UsageError, at_least
-import stress  # run as `python -m stress`: a dependency the layer test sees
+
+STRESS = "stress.__main__"  # `python -m stress` as a module path: the layer test sees the dependency in it
 
 ISSUE = "pytorch#178473"
 MAX_ROUNDS = 8
@@ -56,7 +57,7 @@ class ProbeOptions:
 
     def stress_argv(self, journal: Path) -> list[str]:
         delays = [f"delay:{r}:{r % self.nranks}:{self.delay:g}" for r in range(1, self.rounds)]
-        return [stress.__name__, "--backend", self.backend, "--nranks", str(self.nranks), "--scenario", "same-group",
+        return [STRESS, "--backend", self.backend, "--nranks", str(self.nranks), "--scenario", "same-group",
                 "--init", "stock", "--ranks-per-root", "1", "--rounds", str(self.rounds), "--skew-max", "0",
                 "--timeout", f"{self.timeout:g}", "--journal", str(journal),
                 *[a for d in delays for a in ("--inject", d)]]

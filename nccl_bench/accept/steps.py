@@ -14,7 +14,8 @@ from nccl_bench.core.heartbeat import Heartbeat
 from nccl_bench.job.jobs import JobFailed, run_result
 from nccl_bench.measure import collectives, fits
 from nccl_bench.records import profiles
-import stress  # run as `python -m stress`: a dependency the layer test sees
+
+STRESS = "stress.__main__"  # `python -m stress` as a module path: the layer test sees the dependency in it
 
 
 def step_doctor(o: AcceptOptions) -> dict:
@@ -64,7 +65,7 @@ def step_init(o: AcceptOptions) -> dict:
 
 
 def step_stress(o: AcceptOptions) -> dict:
-    res = run_result([stress.__name__, *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
+    res = run_result([STRESS, *o.job_args(), "--init", "scoped", "--rounds", str(o.stress_rounds)],
                      o.step_timeout, json_flag="--summary-json", ok_codes=(0, 1))
     return {"stress_failures": int(res.top["failures"])}
 

@@ -28,7 +28,8 @@ from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.measure.collectives import NAMES, get as collective
 from nccl_bench.job.jobs import JobFailed, run_result
 from nccl_bench.asv.samples import Samples, per_block
-import stress  # run as `python -m stress`: a dependency the layer test sees
+
+STRESS = "stress.__main__"  # `python -m stress` as a module path: the layer test sees the dependency in it
 
 # The collectives NCCL runs in one call (the point-to-point rounds of gather, scatter, alltoallv and
 # hypercube have no history here yet: their sizes and rank rules differ from these points).
@@ -274,7 +275,7 @@ def init_phase(cache: dict, init: str, ranks_per_root: int, phase: str) -> Sampl
 
 # --- stress: a short scoped churn -> rounds per second, a block of rounds one sample -------------------
 def _stress_argv(m: Machine, journal: Path) -> list[str]:
-    return [stress.__name__, *_job_args(m), "--init", "scoped", "--rounds", "30", "--seed", str(STRESS_SEED),
+    return [STRESS, *_job_args(m), "--init", "scoped", "--rounds", "30", "--seed", str(STRESS_SEED),
             "--journal", str(journal)]
 
 
@@ -296,7 +297,7 @@ def _stress_blocks(m: Machine, budget: Budget) -> list[float]:
         res = run_result(_stress_argv(m, journal), budget.job(STRESS_BUDGET), json_flag="--summary-json")
         blocks = per_block(round_seconds(journal), STRESS_BLOCK)
     if not blocks:
-        raise JobFailed([stress.__name__], f"fewer than {STRESS_BLOCK} rounds timed ({res.top['rounds']} rounds)")
+        raise JobFailed([STRESS], f"fewer than {STRESS_BLOCK} rounds timed ({res.top['rounds']} rounds)")
     return blocks
 
 
