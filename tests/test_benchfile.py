@@ -171,6 +171,16 @@ def test_nccl_tests_files_read_as_bench_results():
     assert old.kind == "bench" and old.rows[0]["root"] == -1
 
 
+def test_nccl_tests_run_cycles_read_as_cycles_of_one_point():
+    # written by nccl-tests 2.19.6 on 4 x H200, `gather_perf -b 64K -e 64K -N 3` under mpiexec (issue 68's
+    # beside-nccl-tests): -N repeats the sweep and names no cycle, so its one size is there three times
+    doc = records.load(str(FIX / "nccltests_gather_N3.json"))
+    assert [(r["size"], r["cycle"]) for r in doc.every_cycle()] == [(65536, 0), (65536, 1), (65536, 2)]
+    assert len(doc.rows) == 1 and doc.rows[0]["cycles"] == 3 and doc.nranks == 4
+    times = sorted(r["out_of_place"]["time"] for r in doc.every_cycle())
+    assert doc.rows[0]["out_of_place"]["time"] == times[1]  # the median of its cycles, as bench -N gives
+
+
 def test_report_and_compare_on_nccl_tests_files(tmp_path):
     slower = tmp_path / "nccltests_slower.json"
     doc = json.loads(THEIRS[0].read_text())  # nccl-tests' own layout, edited as it is

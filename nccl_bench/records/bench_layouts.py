@@ -86,7 +86,21 @@ def rows_and_meta(doc: dict) -> tuple[list[dict], dict]:
     if doc.get("kind") == "bench":
         return [normal_row(r, {}) for r in doc["results"] if isinstance(r, dict)], doc.get("meta") or {}
     meta, defaults = theirs_meta(doc)
-    return [normal_row(r, defaults) for r in doc["results"] if isinstance(r, dict)], meta
+    return numbered_cycles([normal_row(r, defaults) for r in doc["results"] if isinstance(r, dict)]), meta
+
+
+def numbered_cycles(rows: list[dict]) -> list[dict]:
+    """nccl-tests' rows numbered by cycle: its -N repeats the whole sweep and writes no cycle, so a series whose
+    size does not grow has started its next cycle (a sweep measures each size once, smallest first)."""
+    last: dict[tuple, tuple[int, int]] = {}  # series -> (its cycle now, its last size)
+    for r in rows:
+        key = _series({**r, "cycle": None})
+        cycle, size = last.get(key, (0, -1))
+        if isinstance(r.get("size"), int) and r["size"] <= size:
+            cycle += 1
+        r["cycle"] = cycle
+        last[key] = (cycle, r["size"] if isinstance(r.get("size"), int) else size)
+    return rows
 
 
 def rows(doc: dict) -> list[dict]:
