@@ -2,6 +2,7 @@
 and -M's memory line. Rows are the sweep's (nccl_bench.measure.sweep); nothing here measures."""
 from __future__ import annotations
 
+from nccl_bench.core.startmarks import mark
 from nccl_bench.core.stats import UNSTABLE_PCT
 from nccl_bench.measure import tail
 from nccl_bench.records.bench import BenchRow, totals
@@ -84,6 +85,8 @@ class Streamed:
             print(header(self.title + of, self.cols, self.cpu), flush=True)
         self.rows.append(r)
         print(line(r, self.cols), flush=True)
+        if len(self.rows) == 1:
+            mark("row")
 
     def close(self) -> None:
         for note in notes(self.rows):

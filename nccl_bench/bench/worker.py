@@ -14,6 +14,7 @@ from nccl_bench.job.runner import Job
 from nccl_bench.comm import InitPlan
 from nccl_bench.core import launch
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.startmarks import mark
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError
 from nccl_bench.bench.split import GroupJob
 from nccl_bench.bench.options import ALGOS, BenchOptions
@@ -52,14 +53,15 @@ def worker(o: BenchOptions):
     def run(job: Job) -> int:
         if o.torch_free and not launch.self_launched(job.ident):
             # A rank of a user's launcher starts CUDA once it has reached the job store: started before, it held
-            # up the store's rendezvous under mpiexec. A rank of ours started it at its first line
-            # (bench.command.main), where the store is found at once (docs/validation.md).
+            # up the store's rendezvous under mpiexec (by a second on 4 GPUs). A rank of ours started it at its
+            # first line (bench.command.main), where the store is found at once (docs/validation.md).
             from nccl_bench.core import cudadriver
             cudadriver.init_early(job.ident.local_rank)
         confirmation = _confirmation(o)  # the profiler plugin named before NCCL loads
         if o.torch_free:  # while CUDA starts in a thread
             from nccl_bench.comm.ncclnames import load
             load()
+            mark("nccl-imported")
         return BenchRanks(o, job, confirmation).run()
     return run
 

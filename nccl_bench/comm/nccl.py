@@ -18,6 +18,7 @@ from nccl_bench.comm.base import ONE_GROUP, Communicator, InitPlan, own_copies
 from nccl_bench.comm.nccldevice import DeviceSide
 from nccl_bench.comm.plan import choose_algorithm
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.startmarks import mark
 from nccl_bench.core import launch, private
 from nccl_bench.core.errors import CommError, DeadlineExceeded, UsageError
 
@@ -106,6 +107,7 @@ class NcclCommunicator(DeviceSide, Communicator):
         if plan.before_create is not None:
             plan.before_create(self.ids_used)
         uids = [nc.UniqueId.from_bytes(b) for b in self.ids_used.ids]
+        mark("ids")
         t0 = time.perf_counter()
         self._op_deadline = deadline
         try:
@@ -116,6 +118,7 @@ class NcclCommunicator(DeviceSide, Communicator):
         if not self.blocking:
             self._settle("init", deadline)
         self.timings.create = time.perf_counter() - t0
+        mark("init")
         self.created = True
 
     def destroy(self) -> None:

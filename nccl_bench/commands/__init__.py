@@ -39,6 +39,8 @@ def main() -> int:
     with `-m nccl_bench` from a forked launcher would find that module already imported)."""
     import sys
     from nccl_bench import honour_ctrl_c
+    from nccl_bench.core.startmarks import mark
+    mark("python")  # Python started and the command's dispatcher imported
     honour_ctrl_c()
     try:  # a Ctrl-C while the job machinery imports is the one line too, not a traceback
         from nccl_bench.job.runner import guarded

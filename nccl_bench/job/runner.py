@@ -13,6 +13,7 @@ from typing import Callable
 
 from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, stopping, terminated
 from nccl_bench.core import launch
+from nccl_bench.core.startmarks import mark
 from nccl_bench.job import launcher
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, NeverJoined, StoreSilent,
@@ -144,6 +145,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     from nccl_bench.job.store import JobStore
     try:
         store = JobStore(ident, timeout=store_timeout, torch_free=torch_free)
+        mark("store")
     except StoreUnreachable as e:
         if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
             print(f"error: {e}", file=sys.stderr)
@@ -154,6 +156,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     try:
         if meeting:
             meet(store, store_timeout)
+            mark("met")
     except NeverJoined as e:
         if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
             print(f"failed: {e}", file=sys.stderr)

@@ -7,6 +7,9 @@ alternated ours then theirs, REPS times in one call, judged by the ratio of medi
     python3 tests/gpu/startup.py sweep    # -b 8 -e 8G -f 2, default iterations, own launcher vs -g N
     python3 tests/gpu/startup.py commands [BEFORE_TREE]   # smoke, init, stress, accept; paired with a
                                                            # checkout of an older commit when given
+    python3 tests/gpu/startup.py contexts  # CUDA's start on each GPU alone, twice: what a GPU's first use costs
+    python3 tests/gpu/startup.py timeline  # the first row under each launcher, ours alternated with nccl-tests,
+                                           # each rank's milestones (NCCL_BENCH_START_MARKS) from the launch
 
 STARTUP_REPS sets the alternations (default 3); one untimed run of each command comes first (rep -1, outside the
 medians). tests/gpu/startup.sh runs issue 59's acceptance with these in two calls.
@@ -38,6 +41,7 @@ SWEEP = ["-b", "8", "-e", "8G", "-f", "2"]
 def timed(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit: float = 300) -> dict:
     """Run `cmd`; seconds to its first table row, its first stderr line and its exit (None: never)."""
     master, slave = pty.openpty()
+    wall0 = time.time()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, cwd=cwd, env=env)
     os.close(slave)
@@ -75,7 +79,73 @@ def timed(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit
     with open(OUT / "startup.log", "ab") as log:
         log.write(f"\n$ {' '.join(cmd)}  (exit {code}, {took:.2f} s)\n".encode() + out[-4000:] + b"\n--- stderr\n"
                   + err[-4000:])
-    return {"cmd": cmd, "exit": code, "first_row_s": first_row, "first_line_s": first_err, "exit_s": took}
+    return {"cmd": cmd, "exit": code, "first_row_s": first_row, "first_line_s": first_err, "exit_s": took,
+            "wall0": wall0}
+
+
+CONTEXT_PROBE = """
+import ctypes, sys, time
+t0 = time.perf_counter()
+cuda = ctypes.CDLL("libcuda.so.1")
+t1 = time.perf_counter()
+assert cuda.cuInit(0) == 0
+t2 = time.perf_counter()
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+t3 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
+"""
+
+
+def contexts() -> str:
+    """Each GPU's CUDA start in a process of its own (CUDA_VISIBLE_DEVICES), one GPU after another, in two
+    passes: the first pass on a machine fresh from boot pays what a GPU's first use costs, the second what
+    every later process pays."""
+    lines = [f"{'pass':>4s} {'gpu':>3s} {'dlopen s':>8s} {'cuInit s':>8s} {'context s':>9s} {'process s':>9s}"]
+    for n in (1, 2):
+        for gpu in range(GPUS):
+            t0 = time.monotonic()
+            out = subprocess.run([sys.executable, "-c", CONTEXT_PROBE], capture_output=True, text=True,
+                                 env={**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}).stdout.split()
+            took = time.monotonic() - t0
+            lines.append(f"{n:>4d} {gpu:>3d} " + " ".join(f"{v:>8s}" for v in (out or ["-"] * 3))
+                         + f" {took:>9.3f}")
+    return "\n".join(lines)
+
+
+MILESTONES = ("driver python", "python", "store", "met", "cuda", "nccl-imported", "ids", "init", "row")
+
+
+def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> str:
+    """Each launcher's case REPS times, ours (marked) then nccl-tests; per milestone the median over runs of
+    the slowest rank's seconds from the launch, beside nccl-tests' row."""
+    marks_file = OUT / "startmarks.txt"
+    lines = []
+    for name, ours, theirs in launchers:
+        runs, rows_theirs, rows_ours = [], [], []
+        for rep in range(REPS):
+            marks_file.write_text("")
+            r = timed(ours, env={**env, "NCCL_BENCH_START_MARKS": str(marks_file)})
+            rows_ours.append(r["first_row_s"])
+            per: dict[str, list[float]] = {}
+            for line in marks_file.read_text().splitlines():
+                pid, rank, what, at = line.split()
+                what = f"driver {what}" if rank == "-" else what
+                per.setdefault(what, []).append(float(at) - r["wall0"])
+            runs.append(per)
+            with open(OUT / "startmarks_all.txt", "a") as f:
+                f.write(f"== {name} rep {rep} (wall0 {r['wall0']:.6f})\n" + marks_file.read_text())
+            rows_theirs.append(timed(theirs, env=env)["first_row_s"])
+        lines.append(f"== {name}: our row {med(rows_ours)} s (runs {rows_ours}), nccl-tests row {med(rows_theirs)} s"
+                     f" (runs {rows_theirs})")
+        lines.append(f"  {'milestone':16s} {'first rank s':>12s} {'last rank s':>11s}   (medians over {REPS} runs)")
+        for what in MILESTONES:
+            firsts = [min(p[what]) for p in runs if what in p]
+            lasts = [max(p[what]) for p in runs if what in p]
+            if firsts:
+                lines.append(f"  {what:16s} {med(firsts):>12.3f} {med(lasts):>11.3f}")
+    return "\n".join(lines)
 
 
 def env_with_nccltests() -> dict:
@@ -88,6 +158,9 @@ def env_with_nccltests() -> dict:
     return env
 
 
+BEFORE = os.environ.get("STARTUP_BEFORE")  # a tree of older product code: timed as a third tool, "[before]"
+
+
 def pairs(name: str, ours: list[str], theirs: list[str], env: dict) -> list[dict]:
     # One untimed run of each first, so the timed ones find the machine as a user's second run does: bytecode
     # written, the check's kernels compiled (kept as rep -1, outside the medians: the first run on a machine)
@@ -95,10 +168,14 @@ def pairs(name: str, ours: list[str], theirs: list[str], env: dict) -> list[dict
     order = (("ours", ours), ("nccl-tests", theirs))
     rows = [{"case": name, "tool": tool, "rep": -1, **timed(cmd, env=env)}
             for tool, cmd in (order[::-1] if os.environ.get("STARTUP_FIRST") == "theirs" else order)]
+    tools = [("ours", ours, None), ("nccl-tests", theirs, None)]
+    if BEFORE:  # ours, the older tree (run from its folder: python -m finds its package first), nccl-tests
+        tools.insert(1, ("before", ours, BEFORE))
     for rep in range(REPS):
-        for tool, cmd in (("ours", ours), ("nccl-tests", theirs)):
-            r = timed(cmd, env=env)
-            rows.append({"case": name, "tool": tool, "rep": rep, **r})
+        for tool, cmd, cwd in tools:
+            r = timed(cmd, cwd=cwd, env=env)
+            rows.append({"case": name + (" [before]" if tool == "before" else ""),
+                         "tool": "ours" if tool == "before" else tool, "rep": rep, **r})
             print(f"{name:28s} {tool:10s} rep {rep}: row {r['first_row_s']}, line {r['first_line_s']}, "
                   f"exit {r['exit_s']:.2f} s (code {r['exit']})", flush=True)
     return rows
@@ -118,7 +195,9 @@ def table(rows: list[dict]) -> str:
     for case, first in cases:
         mine = [r for r in rows if r["case"] == case and (r["rep"] == -1 if first else r["rep"] >= 0)]
         o = [r for r in mine if r["tool"] == "ours"]
-        t = [r for r in mine if r["tool"] != "ours"]
+        base = case.removesuffix(" [before]")  # the older tree is judged against the same nccl-tests runs
+        t = [r for r in rows if r["case"] == base and r["tool"] != "ours" and (r["rep"] == -1 if first
+                                                                               else r["rep"] >= 0)]
         case = "  its first run after setup" if first else case
         orow, oexit = med(r["first_row_s"] for r in o), med(r["exit_s"] for r in o)
         trow, texit = med(r["first_row_s"] for r in t), med(r["exit_s"] for r in t)
@@ -133,7 +212,7 @@ def table(rows: list[dict]) -> str:
 def main() -> int:
     what = sys.argv[1] if len(sys.argv) > 1 else "first"
     OUT.mkdir(parents=True, exist_ok=True)
-    if what in ("first", "own", "sweep"):
+    if what in ("first", "own", "sweep", "timeline"):
         subprocess.run(["bash", "tests/gpu/nccltests.sh"], check=False)
     env = env_with_nccltests()
     py = [sys.executable, "-m", "nccl_bench", "bench", "--backend", "nccl", "--collective", "all_reduce"]
@@ -148,6 +227,20 @@ def main() -> int:
         rows += pairs("first row, mpiexec", mpi + py + FIRST, mpi + [perf_mpi, *FIRST, "-g", "1"], env)
     elif what == "sweep":
         rows += pairs(f"sweep 8 B-8 GiB, own / -g {GPUS}", py + SWEEP, [perf, *SWEEP, "-g", str(GPUS)], env)
+    elif what == "contexts":
+        text = contexts()
+        (OUT / "startup_contexts.txt").write_text(text + "\n")
+        print(text)
+        return 0
+    elif what == "timeline":
+        affinity = subprocess.run(mpi + ["grep", "Cpus_allowed_list", "/proc/self/status"], capture_output=True,
+                                  text=True, env=env).stdout
+        text = "mpiexec's ranks may run on:\n" + affinity + timeline(env, [
+            (f"own launcher / -g {GPUS}", py + FIRST, [perf, *FIRST, "-g", str(GPUS)]),
+            (f"mpiexec -n {GPUS}", mpi + py + FIRST, mpi + [perf_mpi, *FIRST, "-g", "1"])])
+        (OUT / "startup_timeline.txt").write_text(text + "\n")
+        print(text)
+        return 0
     elif what == "commands":
         before = sys.argv[2] if len(sys.argv) > 2 else None
         cmds = {"smoke": ["smoke", "--backend", "nccl"],
