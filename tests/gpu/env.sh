@@ -21,6 +21,7 @@ for n in ("numpy", "nccl", "cuda"):
   python3 -m nccl_bench.comm.launchloop >/dev/null 2>&1
   python3 -m nccl_bench.measure.datakernels >/dev/null 2>&1
   python3 -m nccl_bench smoke --nranks 1 --init regular >/dev/null 2>&1
+  python3 -m nccl_bench bench --backend nccl -b 8 -e 8 -n 1 -w 0 -J /tmp/nb-setup-first.json >/dev/null 2>&1
   touch /tmp/.nb-setup
 fi
 
