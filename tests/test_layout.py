@@ -187,6 +187,13 @@ def test_the_package_reads_nothing_from_tests():
     assert not readers, readers
 
 
+def test_the_cuda_driver_is_opened_in_one_module():
+    """libcuda is core/cudadriver.py's: every other module asks it (a count, a function, an address)."""
+    openers = [f"{f.relative_to(REPO)}" for f in product_files(("nccl_bench", "stress"))
+               if "libcuda.so" in f.read_text() and re.search(r"CDLL\(|dlopen", f.read_text())]
+    assert openers == ["nccl_bench/core/cudadriver.py"], openers
+
+
 def test_default_outputs_are_under_results_runs_and_ignored_by_git():
     from nccl_bench.job.logs import stem_for
     from stress.journal import default_path as journal_path

@@ -36,15 +36,8 @@ def gpu_count() -> int:
         nodes = _gpu_nodes()
         if nodes:
             return nodes
-    import ctypes
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-        count = ctypes.c_int(0)
-        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-            return 0
-    except (OSError, AttributeError):  # no driver library to ask: no GPU to use
-        return 0
-    return count.value
+    from nccl_bench.core import cudadriver
+    return cudadriver.visible_count()
 
 
 def _gpu_nodes() -> int:

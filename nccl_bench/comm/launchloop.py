@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from nccl_bench.core import cudadriver
+
 SOURCE = Path(__file__).with_name("launchloop.c")
 # x86-64 System V and AArch64 pass integer arguments as launchloop.c assumes
 ARCHES = ("x86_64", "amd64", "aarch64", "arm64")
@@ -160,7 +162,7 @@ _EVENT_RECORD: list[int] = []
 def _event_record() -> int:
     """cuEventRecord's address in the CUDA driver (runtime events and streams are the driver's)."""
     if not _EVENT_RECORD:
-        _EVENT_RECORD.append(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuEventRecord, ctypes.c_void_p).value)
+        _EVENT_RECORD.append(cudadriver.address("cuEventRecord"))
     return _EVENT_RECORD[0]
 
 
@@ -170,7 +172,7 @@ _EVENT_QUERY: list[int] = []
 def _event_query() -> int:
     """cuEventQuery's address in the CUDA driver (0: done, 600: not yet)."""
     if not _EVENT_QUERY:
-        _EVENT_QUERY.append(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuEventQuery, ctypes.c_void_p).value)
+        _EVENT_QUERY.append(cudadriver.address("cuEventQuery"))
     return _EVENT_QUERY[0]
 
 
@@ -186,10 +188,8 @@ def memcpy_async():
     """The CUDA driver's cuMemcpyAsync(dst, src, bytes, stream) as a ctypes function (its address:
     memcpy_address()): a local copy on the copy engine, as nccl-tests' cudaMemcpyAsync."""
     if not _MEMCPY:
-        fn = ctypes.CDLL("libcuda.so.1").cuMemcpyAsync
-        fn.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _MEMCPY.append(fn)
+        _MEMCPY.append(cudadriver.function("cuMemcpyAsync", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+                                           ctypes.c_size_t, ctypes.c_void_p))
     return _MEMCPY[0]
 
 

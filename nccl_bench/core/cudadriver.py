@@ -18,11 +18,13 @@ from typing import Callable
 
 from nccl_bench.core import launch
 from nccl_bench.core.dtypes import ELEMENT_BYTES
+from nccl_bench.core.startmarks import mark
 
 _LIB: list = []
 _CU_EVENT_DISABLE_TIMING = 0x2
 _CU_STREAM_NON_BLOCKING = 0x1
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
+_NOT_INITIALIZED = 3  # CUDA_ERROR_NOT_INITIALIZED
 _PCI = {"domain": 50, "bus": 33, "device": 34}  # CU_DEVICE_ATTRIBUTE_PCI_{DOMAIN,BUS,DEVICE}_ID
 
 
@@ -31,9 +33,40 @@ class CudaError(RuntimeError):
 
 
 def lib():
+    """The CUDA driver library: this module is the only one that opens it; others ask it for what they need."""
     if not _LIB:
         _LIB.append(ctypes.CDLL("libcuda.so.1"))
     return _LIB[0]
+
+
+def address(name: str) -> int:
+    """A driver function's address, for compiled code that calls it (comm.launchloop)."""
+    return ctypes.cast(getattr(lib(), name), ctypes.c_void_p).value
+
+
+def function(name: str, restype, *argtypes):
+    """A driver function as a ctypes function of its own prototype (the library's shared attribute untouched)."""
+    return ctypes.CFUNCTYPE(restype, *argtypes)((name, lib()))
+
+
+def visible_count() -> int:
+    """The GPUs the driver shows this process (CUDA_VISIBLE_DEVICES honoured); 0 where there is no driver."""
+    try:
+        return device_count()
+    except (OSError, AttributeError, CudaError):
+        return 0
+
+
+def initialised_here() -> bool:
+    """Whether this process initialised CUDA, which a fork does not survive: libcuda mapped is not enough (NVML
+    maps it), its cuCtxGetCurrent must not answer CUDA_ERROR_NOT_INITIALIZED. Opens nothing not yet mapped."""
+    from nccl_bench.core.sysinfo import mapped_lib
+    if mapped_lib("libcuda.so") is None:
+        return False
+    try:
+        return lib().cuCtxGetCurrent(ctypes.byref(ctypes.c_void_p())) != _NOT_INITIALIZED
+    except (OSError, AttributeError):
+        return True  # not known: the warm server, which never loads CUDA itself
 
 
 def call(name: str, *args) -> None:
@@ -64,6 +97,7 @@ class Gpu:
         call("cuDevicePrimaryCtxRetain", ctypes.byref(self._ctx), self._dev)
         self.use()
         self.current = Stream(0)  # the legacy default stream until a caller picks another (on_stream)
+        mark("cuda")
 
     def use(self) -> None:
         call("cuCtxSetCurrent", self._ctx)

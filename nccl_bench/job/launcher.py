@@ -5,14 +5,13 @@ process itself); and how a rank started that way runs its module and ends."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
 import uuid
 
 from nccl_bench import NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
-from nccl_bench.core import private
+from nccl_bench.core import cudadriver, private
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
 from nccl_bench.job import reaping, workers
 
@@ -186,23 +185,9 @@ def _start_method(argv: list[str], preload: tuple[str, ...]) -> str:
     method = os.environ.get(START_ENV, "forkserver")
     if method != "forkserver" or argv[:1] != ["-m"]:
         return "exec"
-    if preload == PRELOAD_TORCH_FREE and not _cuda_started():  # CUDA's state does not survive a fork
+    if preload == PRELOAD_TORCH_FREE and not cudadriver.initialised_here():  # CUDA's state does not survive a fork
         return "fork"
     return method
-
-
-def _cuda_started() -> bool:
-    """Whether this process initialised CUDA (a GPU count through the driver does): libcuda loaded is not
-    enough, its cuCtxGetCurrent must not answer CUDA_ERROR_NOT_INITIALIZED."""
-    from nccl_bench.core.sysinfo import mapped_lib
-    path = mapped_lib("libcuda.so")
-    if path is None:
-        return False
-    try:
-        handle = ctypes.c_void_p()
-        return ctypes.CDLL(path).cuCtxGetCurrent(ctypes.byref(handle)) != 3  # CUDA_ERROR_NOT_INITIALIZED
-    except (OSError, AttributeError):
-        return True  # not known: the warm server, which never loads CUDA itself
 
 
 def _run(nranks: int, argv: list[str], start: str, max_restarts: int, failures: list | None, folder: str) -> int:
