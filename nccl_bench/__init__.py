@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 SELF_LAUNCH_ENV = "NCCL_BENCH_SELF_LAUNCHED"  # set in a launcher of ours and the ranks it starts
 NOHUP_ENV = "NCCL_BENCH_NOHUP"  # set where the command was started with SIGHUP ignored (nohup): its ranks ignore it too
+STORE_FILE_ENV = "NCCL_BENCH_STORE_FILE"  # our launcher names a file; its rank 0 writes the job store's address there
 SAID_ENV = "NCCL_BENCH_SAID"  # a path our launcher picks: the process of the run that creates it says the stop's line
 EXIT_INTERRUPTED = 130  # as a shell reports a job ended by SIGINT
 # SIGTERM, SIGHUP: the one line of each; the exit code is 128 + the signal (143, 129), as a shell says it

@@ -12,6 +12,7 @@ import re
 import socket
 from dataclasses import dataclass
 
+from nccl_bench import STORE_FILE_ENV
 from nccl_bench.core.errors import UsageError
 
 
@@ -135,7 +136,7 @@ def detect(env=None) -> Identity | None:
             master_port=_port(env), launcher="torchrun", host=host, run_id=env.get("TORCHELASTIC_RUN_ID", "env"),
             restart=_int(env, "TORCHELASTIC_RESTART_COUNT", 0),
             agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
-            store_file=env.get("NCCL_BENCH_STORE_FILE") or None))
+            store_file=env.get(STORE_FILE_ENV) or None))
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and "SLURM_STEP_ID" in env:
         master = _addr(env, "") or first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", ""))
         ntasks = _int(env, "SLURM_NTASKS")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Callable
 
-STORE_FILE_ENV = "NCCL_BENCH_STORE_FILE"  # where rank 0 writes the job store's address (core.launch reads it)
+from nccl_bench import STORE_FILE_ENV
+
 
 
 @dataclass
