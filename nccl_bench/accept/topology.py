@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
+from nccl_bench.core.launch import local_device
 from nccl_bench.core.sysinfo import visible_indices
 
 # NVLink generation -> GB/s per link per direction (raw signalling rate / 8)
@@ -56,7 +57,7 @@ def read(local_ranks: list[int] | None = None) -> NodeFacts | None:
     try:
         visible = visible_indices(nv)
         n = len(visible)
-        idx = visible if local_ranks is None else sorted({visible[r % max(n, 1)] for r in local_ranks if n})
+        idx = visible if local_ranks is None else sorted({visible[local_device(r, n)] for r in local_ranks if n})
         if not idx:
             return None
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in idx]
