@@ -30,7 +30,7 @@ def parser() -> Parser:
     p.add_argument("--bytes", type=int, default=4096, help="bytes of its largest buffer (default 4096)")
     p.add_argument("--on-failure", default="continue", help=" | ".join(ON_FAILURE))
     p.add_argument("--journal", default=None,
-                   help="JSON-lines journal (default results/runs/stress-<machine>-<time>.jsonl)")
+                   help="JSON-lines journal (default results/runs/stress-<machine>-<time>-<pid>.jsonl)")
     p.add_argument("--summary-json", default=None, metavar="PATH",
                    help="write the summary here (default: <journal>-summary.json); without --journal "
                         "the journal goes beside it as <PATH stem>.journal.jsonl")

@@ -29,7 +29,11 @@ SCHEMA = JOURNAL_SCHEMA  # the format is defined once, in nccl_bench.records
 
 
 def default_path() -> Path:
-    return results.default_path("stress", ".jsonl")
+    """results/runs/stress-<machine>-<time>-<pid>.jsonl: a journal is held for the whole run and never
+    continued by a new one, so two runs started in the same second each need a name of their own (a whole
+    result document instead takes the next free name when it is written)."""
+    plain = results.default_path("stress", "")
+    return plain.with_name(f"{plain.name}-{os.getpid()}.jsonl")
 
 
 @dataclass

@@ -155,3 +155,15 @@ def test_journals_are_never_truncated(tmp_path):
     assert "not a stress journal" in err and foreign.read_text() == '{"kind": "bench", "rows": []}\n'
     err = one_line_error(run([*GLOO, "--journal", str(existing), "--resume"]))  # other options
     assert "was written with" in err and existing.read_bytes() == before
+
+
+def test_two_runs_started_in_one_second_each_keep_a_journal_of_their_own():
+    # the default journal was named to the second: the second run found the first one's journal held and
+    # stopped with exit 2 (seen in CI as a bad-input test failing with "is being written by pid ...")
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        procs = list(pool.map(lambda _: run(["-m", "stress", "--backend", "gloo", "--rounds", "2"], timeout=120),
+                              range(2)))
+    assert [p.returncode for p in procs] == [0, 0], [p.stderr[-500:] for p in procs]
+    journals = {next(x.split()[-1] for x in p.stdout.splitlines() if x.startswith("summary:")) for p in procs}
+    assert len(journals) == 2, journals
