@@ -53,8 +53,8 @@ def worker(o: BenchOptions):
     def run(job: Job) -> int:
         if o.torch_free and not launch.self_launched(job.ident):
             # A rank of a user's launcher starts CUDA once it has reached the job store: started before, it held
-            # up the store's rendezvous under mpiexec (by a second on 4 GPUs). A rank of ours started it at its
-            # first line (bench.command.main), where the store is found at once (docs/validation.md).
+            # up the store's rendezvous under mpiexec. A rank of ours started it at its first line
+            # (bench.command.main), where the store is found at once (docs/validation.md).
             from nccl_bench.core import cudadriver
             cudadriver.init_early(job.ident.local_rank)
         confirmation = _confirmation(o)  # the profiler plugin named before NCCL loads

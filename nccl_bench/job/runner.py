@@ -13,6 +13,7 @@ from typing import Callable
 
 from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, stopping, terminated
 from nccl_bench.core import launch
+from nccl_bench.core import startmarks
 from nccl_bench.core.startmarks import mark
 from nccl_bench.job import launcher
 from nccl_bench.job import logs
@@ -109,6 +110,7 @@ def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: s
                    backend: str | None = None, torch_free: bool = False, **kw) -> int:
     """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
     store_timeout_default()  # a bad setting is the driver's one line, before any rank starts
+    startmarks.check()
     stem = logs.fix_stem(result, command_name(launch_argv), verbose)
     say_starting(command_name(launch_argv), nranks, backend)
     code = launcher.self_launch(nranks, launch_argv, preload=launcher.preload(torch_free), **kw)
@@ -129,6 +131,8 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     (doctor's ranks_alive check).
     """
     ident = launch.detect()
+    if ident is not None and not launch.self_launched(ident):  # ranks of ours: their launcher checked it
+        startmarks.check()
     if store_timeout is None:
         store_timeout = store_timeout_default()
         if ident is not None and not os.environ.get(SELF_LAUNCH_ENV) and "NCCL_BENCH_STORE_TIMEOUT" not in os.environ:
