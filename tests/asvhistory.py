@@ -13,8 +13,9 @@ MACHINE = "h200x2"
 
 
 def make(out: Path, commits: int = 6, step_at: int | None = None, step_bench: str = "",
-         factor: float = 1.3, noise: float = 0.01, seed: int = 7) -> list[str]:
-    """out/<machine>/... and out/benchmarks.json; returns the commit hashes, oldest first."""
+         factor: float = 1.3, noise: float = 0.01, seed: int = 7, only: str | None = None) -> list[str]:
+    """out/<machine>/... and out/benchmarks.json; returns the commit hashes, oldest first. `only`: the one
+    benchmark kept, for a test about files rather than series (each series is a line of a report's plots)."""
     rng = random.Random(seed)
     src = next(p for p in (REAL / MACHINE).glob("*.json") if p.name != "machine.json")
     doc = json.loads(src.read_text())
@@ -26,6 +27,8 @@ def make(out: Path, commits: int = 6, step_at: int | None = None, step_bench: st
     for i, sha in enumerate(shas):
         d = json.loads(json.dumps(doc))
         d["commit_hash"], d["date"] = sha, doc["date"] + i * 3_600_000
+        if only is not None:
+            d["results"] = {only: d["results"][only]}
         for bench, values in d["results"].items():
             res = values[col]
             if res is None:

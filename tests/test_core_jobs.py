@@ -7,15 +7,15 @@ import pytest
 
 import netns
 
-from helpers import one_line_error, run
+from helpers import REPO, one_line_error, run
 from nccl_bench.comm import nvidia_driver
 
 
 def churn(tmp_path, mode, rounds=12, skew=0.2, timeout=1.2):
     out = tmp_path / f"{mode}.jsonl"
-    proc = run(["tests/jobs/churn.py", str(out), "--modes", ",".join([mode] * rounds), "--skew-max", str(skew),
+    proc = run(["-m", "churn", str(out), "--modes", ",".join([mode] * rounds), "--skew-max", str(skew),
                 "--timeout", str(timeout), "--nranks", "3"],
-               timeout=rounds * (timeout + 3) + 60)
+               timeout=rounds * (timeout + 3) + 60, env={"PYTHONPATH": str(REPO / "tests" / "jobs")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in out.read_text().splitlines()]
 

@@ -63,7 +63,7 @@ def test_without_the_step_nothing_is_named_and_the_gate_passes(tmp_path):
 
 def test_asv_own_files_are_read_for_what_they_say(tmp_path):
     """`report results/asv/<machine>/*.json` (machine.json among them) and benchmarks.json: no error."""
-    asvhistory.make(tmp_path / "asv", commits=2)
+    asvhistory.make(tmp_path / "asv", commits=2, only="init.InitLatency.track_median")
     files = sorted(str(p) for p in (tmp_path / "asv" / asvhistory.MACHINE).glob("*.json"))
     assert any(f.endswith("machine.json") for f in files)
     proc = report(*files, str(tmp_path / "asv" / "benchmarks.json"), "--out", str(tmp_path / "r"))
@@ -73,7 +73,7 @@ def test_asv_own_files_are_read_for_what_they_say(tmp_path):
 
 
 def test_versions_stamped_by_the_asv_plugin_are_shown(tmp_path):
-    asvhistory.make(tmp_path / "asv", commits=2)
+    asvhistory.make(tmp_path / "asv", commits=2, only="init.InitLatency.track_median")
     for path in (tmp_path / "asv" / asvhistory.MACHINE).glob("*-existing-*.json"):
         doc = json.loads(path.read_text())
         doc["nccl_bench_versions"] = {"torch": "2.11.0+cu130", "nccl": "2.28.9", "driver": "580.159.04"}

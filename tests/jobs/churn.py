@@ -3,6 +3,8 @@
 Rank 0 writes one JSON line per round with every rank's ID evidence and outcome.
 usage: python tests/jobs/churn.py OUT.jsonl --modes stock,stock,scoped [--backend gloo]
        [--skew-max S] [--delay ROUND:RANK:SECONDS] [--timeout T] [--ranks-per-root K] [--nranks N]
+   or: python -m churn ... with tests/jobs on PYTHONPATH: then the ranks fork from a server that imported torch
+       once, where a script's ranks each start Python and import torch (three times the CPU on a CI machine)
 """
 import argparse
 import json
@@ -12,8 +14,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import torch  # noqa: E402
 
 from nccl_bench.job.runner import guarded, run_job  # noqa: E402
 from nccl_bench.comm import InitPlan  # noqa: E402
@@ -40,6 +40,7 @@ def main() -> int:
                       ranks_per_root=a.ranks_per_root, timeout=a.timeout)
 
     def worker(job):
+        import torch  # in the ranks only: the launcher needs none
         rng = random.Random(1234 + job.rank)
         for r, mode in enumerate(modes):
             job.store.barrier(f"churn/{r}", timeout=a.timeout + 60)
@@ -75,7 +76,8 @@ def main() -> int:
                     f"({e['elapsed']:.2f}s)" for e in everyone), flush=True)
         return 0
 
-    return run_job([__file__, *sys.argv[1:]], opts, worker, result=a.out)  # library logs beside the output
+    me = ["-m", "churn"] if __spec__ is not None and __spec__.name == "churn" else [__file__]
+    return run_job([*me, *sys.argv[1:]], opts, worker, result=a.out)  # library logs beside the output
 
 
 if __name__ == "__main__":
