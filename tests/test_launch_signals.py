@@ -153,11 +153,22 @@ def importing_ours(token: str) -> bool:
     return a_process_shows(token, "maps", b"_socket")
 
 
+_RANKS_SEEN: dict[str, float] = {}
+
+
+def ranks_up_for(token: str, seconds: float) -> bool:
+    """The run's ranks have existed for `seconds`: past their meeting and init, into the sweep (a fixed delay
+    from the start kept two ranks busy for seconds longer than needed)."""
+    if token not in _RANKS_SEEN and rank_pids(token):
+        _RANKS_SEEN[token] = time.monotonic()
+    return token in _RANKS_SEEN and time.monotonic() - _RANKS_SEEN[token] > seconds
+
+
 MOMENTS = {  # when a Ctrl-C reaches the process group of a starting bench, as ready(token, t_start)
     "launcher-imports": lambda token, t0: importing_ours(token),
     "forkserver-imports-torch": lambda token, t0: forkserver_starting(token),
     "ranks-starting": lambda token, t0: bool(rank_pids(token)),
-    "timed-loop": lambda token, t0: time.monotonic() - t0 > 6,
+    "timed-loop": lambda token, t0: ranks_up_for(token, 2.0),
 }
 
 
