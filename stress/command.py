@@ -9,7 +9,8 @@ from pathlib import Path
 from nccl_bench.core import launch, results, sysinfo
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
-from nccl_bench.job.runner import guarded, launch_quietly, run_job
+from nccl_bench.job import driver
+from nccl_bench.job.runner import guarded, run_job
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
@@ -113,8 +114,8 @@ def elastic_journal() -> Path | None:
 def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> int:
     """The driver: self-launch the workers; then say how any rank ended that the launcher saw die."""
     failures: list[dict] = []
-    code = launch_quietly(nranks, ["-m", "stress", *argv], opts.job.verbose, path, opts.job.backend,
-                          max_restarts=opts.max_restarts, failures=failures)
+    code = driver.launch(nranks, ["-m", "stress", *argv], "stress", opts.job.verbose, path, opts.job.backend,
+                         max_restarts=opts.max_restarts, failures=failures)
     # SIGTERM is the launcher's own (how it stops the others once one rank failed); SIGTERM or SIGINT sent
     # to a rank is a stop the ranks carried out (the journal says so): neither is a rank that was killed
     died = [f for f in failures if f.get("signal") and f["signal"] not in ("SIGTERM", "SIGHUP", "SIGINT")]
@@ -158,4 +159,4 @@ def main(argv: list[str]) -> int:
     with contextlib.ExitStack() as held:
         if ident.rank == 0 and not owner_inherited():  # under torchrun/srun: rank 0 writes, rank 0 holds
             held.enter_context(JournalOwner(opts.journal))
-        return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), result=opts.journal)
+        return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), "stress", result=opts.journal)

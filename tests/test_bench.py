@@ -111,16 +111,16 @@ def test_bad_input_one_line_exit_2(args, needle):
 
 
 @pytest.mark.parametrize("kw,needle", [
-    ({"dtype": "float8"}, "unknown type"),
+    ({"datatype": "float8"}, "unknown type"),
     ({"op": "mul"}, "unknown reduction"),
-    ({"op": "avg", "dtype": "int32"}, "avg needs a floating type"),
-    ({"factor": 0.5}, "stepfactor"),
-    ({"max_bytes": 1 << 40}, "too large"),
-    ({"algos": ["tree"], "collectives": ["all_gather"]}, "no collective"),
-    ({"algos": ["fast"]}, "unknown algorithm"),
-    ({"aggregate": "median"}, "-a/--average"),
+    ({"op": "avg", "datatype": "int32"}, "avg needs a floating type"),
+    ({"stepfactor": 0.5}, "stepfactor"),
+    ({"maxbytes": 1 << 40}, "too large"),
+    ({"algo": ["tree"], "collective": ["all_gather"]}, "no collective"),
+    ({"algo": ["fast"]}, "unknown algorithm"),
+    ({"average": "median"}, "-a/--average"),
     ({"iters": 0}, "-n/--iters"),
-    ({"cycles": 0}, "-N/--run_cycles"),
+    ({"run_cycles": 0}, "-N/--run_cycles"),
     ({"check": -1}, "-c/--check"),
     ({"local_register": 3}, "-R/--local_register must be 0, 1 or 2"),
     ({"warmup_ms": -1}, "--warmup_ms must be 0..60000"),
@@ -155,13 +155,13 @@ def test_each_bench_communicator_exchanges_ids_in_a_namespace_of_its_own():
     from types import SimpleNamespace
     from nccl_bench.bench.worker import _plan
     job = SimpleNamespace(rank=0, nranks=2, store=None, namespace="bench", ident=SimpleNamespace(local_rank=0))
-    o = BenchOptions(job=JobOptions(backend="gloo"), algos=["ring", "tree"])
+    o = BenchOptions(job=JobOptions(backend="gloo"), algo=["ring", "tree"])
     spaces = {_plan(job, o, "regular", algo, n).namespace for n, algo in enumerate(["ring", "tree"], 1)}
     assert len(spaces) == 2
 
 
 def test_algo_pairs_skip_what_nccl_lacks():
-    o = BenchOptions(job=JobOptions(backend="gloo"), collectives=["all"], algos=["ring", "tree"])
+    o = BenchOptions(job=JobOptions(backend="gloo"), collective=["all"], algo=["ring", "tree"])
     pairs = o.pairs()
     assert ("tree", "all_reduce") in pairs and ("tree", "all_gather") not in pairs
     assert ("ring", "sendrecv") in pairs and ("tree", "sendrecv") not in pairs  # p2p once

@@ -121,11 +121,18 @@ def test_every_op_and_root_unaligned_and_aggregated(tmp_path):
     assert [r["redop"] for r in doc["results"] if r["collective"] == "all_gather"] == ["none"]  # -o all: once
     assert all(r[p]["nwrong"] == 0 for r in doc["results"] for p in ("out_of_place", "in_place"))
     assert doc["config"]["aggregated_iterations"] == 2 and doc["config"]["parallel_init"] == "true"
-    assert records.load(str(out)).meta["bench"]["unalign_elements"] == 3
+    meta = records.load(str(out)).meta["bench"]
+    assert meta["unalign"] == 3 and meta["agg_iters"] == 2 and meta["root"] == "all" and meta["op"] == "all"
+    # every option has one name: the command line's long flag, the dataclass's field, the result's key
+    from dataclasses import fields
+    for f in fields(BenchOptions):
+        if "flags" in f.metadata:
+            assert f"--{f.name}" in {"--" + x[2:].replace("-", "_") for x in f.metadata["flags"]}, f.name
+            assert f.name in meta or not f.metadata["recorded"], f.name
 
 
 def test_every_type_skips_avg_on_integers():
-    o = BenchOptions(job=JobOptions(backend="gloo"), collectives=["all_reduce"], op="all", dtype="all")
+    o = BenchOptions(job=JobOptions(backend="gloo"), collective=["all_reduce"], op="all", datatype="all")
     combos = o.combos(collectives.get("all_reduce"), 2)
     assert ("int32", "avg", 0) not in combos and ("bfloat16", "avg", 0) in combos and ("int8", "prod", 0) in combos
     assert len(combos) == 8 * 5 - 4
@@ -138,15 +145,15 @@ def test_bad_new_option_from_the_command_line_one_line_exit_2():
 
 
 @pytest.mark.parametrize("kw,needle", [
-    ({"per_iter": 2}, "-I/--per_iter_timing must be 0 or 1"),
+    ({"per_iter_timing": 2}, "-I/--per_iter_timing must be 0 or 1"),
     ({"per_iter_skip": 1}, "-K/--per_iter_skip needs -I"),
-    ({"per_iter": 1, "per_iter_skip": 20}, "-K/--per_iter_skip must be >= 0 and below -n/--iters 20"),
+    ({"per_iter_timing": 1, "per_iter_skip": 20}, "-K/--per_iter_skip must be >= 0 and below -n/--iters 20"),
     ({"agg_iters": 0}, "-m/--agg_iters must be >= 1"),
     ({"unalign": -1}, "-u/--unalign must be >= 0"),
     ({"parallel_init": 2}, "-p/--parallel_init must be 0 or 1"),
     ({"memory": 3}, "-M/--memory must be 0 or 1"),
-    ({"timestamps": -1}, "-S/--report_timestamps must be 0 or 1"),
-    ({"root": "some"}, "-r/--root must be a rank or all"),
+    ({"report_timestamps": -1}, "-S/--report_timestamps must be 0 or 1"),
+    ({"root": "some"}, "-r/--root: 'some' is not a rank or all"),
 ])
 def test_bad_new_options(kw, needle):
     with pytest.raises(UsageError, match=needle.replace("/", ".").replace("(", ".")):

@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
     results.check_writable(a.json)
     junit.check_writable(a.junit)
     # no meeting first: a rank that never comes is what doctor's ranks_alive check names, in its table
-    return run_job(["-m", "nccl_bench", "doctor", *argv], opts, worker(a, opts), result=a.json, meeting=False)
+    return run_job(["-m", "nccl_bench", "doctor", *argv], opts, worker(a, opts), "doctor", result=a.json, meeting=False)
 
 
 if __name__ == "__main__":

@@ -75,4 +75,4 @@ def worker(opts: JobOptions):
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     opts = job_options(a, allow_all=True)
-    return run_job(["-m", "nccl_bench", "smoke", *argv], opts, worker(opts))
+    return run_job(["-m", "nccl_bench", "smoke", *argv], opts, worker(opts), "smoke")

@@ -12,7 +12,7 @@ from nccl_bench.records.bench import BenchRow
 from nccl_bench.bench.table import Streamed, footer, memory_line
 from nccl_bench.job.runner import Job
 from nccl_bench.comm import InitPlan
-from nccl_bench.core import launch
+from nccl_bench.core import launch, optionfields
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.startmarks import mark
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError
@@ -35,7 +35,7 @@ def _confirmation(o: BenchOptions) -> dict:
     """How the algorithm is confirmed on this rank: recorded from NCCL in the job itself (comm.algorecorder)."""
     if o.job.backend == "gloo":
         return {"status": "n/a (gloo)"}
-    if not o.confirm_algo:
+    if o.no_algo_confirm:
         return {"status": "not checked (--no-algo-confirm)"}
     from nccl_bench.comm import algorecorder
     why = algorecorder.enable()  # before this process's first communicator: NCCL loads the plugin then
@@ -76,8 +76,8 @@ class BenchRanks:
         self.group = GroupJob(job, o.split)  # the whole job when there is no split
         self.rows: list[BenchRow] = []
         self.memory, self.launch_path, self.awake = {}, None, None
-        self.census = threads.Census() if o.per_iter else None
-        self.unfit = {c: collectives.get(c).unfit(self.group.nranks) for c in o.collectives}
+        self.census = threads.Census() if o.per_iter_timing else None
+        self.unfit = {c: collectives.get(c).unfit(self.group.nranks) for c in o.collective}
 
     def run(self) -> int:
         job, o = self.job, self.o
@@ -111,7 +111,7 @@ class BenchRanks:
         from nccl_bench.comm.lifetime import communicator
         o, counter = self.o, 0
         for init in o.job.init:
-            for algo in o.algos:
+            for algo in o.algo:
                 todo = [c for a, c in o.pairs() if a == algo and not self.unfit[c]]
                 if not todo:
                     continue
@@ -151,7 +151,7 @@ class BenchRanks:
             title = f"{coll.name}  algo {algo}  init {init}  {o.job.backend} x{group.nranks}"
             if o.split is not None:
                 title += f"  split {o.split}: group {group.group} of {group.ngroups}"
-            printed = Streamed(title, o.cycles, o.per_iter, o.timestamps, o.report_cputime)
+            printed = Streamed(title, o.run_cycles, o.per_iter_timing, o.report_timestamps, o.report_cputime)
 
         def measured(r: BenchRow) -> None:
             r.algo, r.init, r.backend, r.nranks = algo, init, o.job.backend, group.nranks
@@ -233,12 +233,13 @@ def peak_memory(device, before: dict) -> dict:
 
 def nccl_config(o: BenchOptions) -> dict:
     """nccl-tests' config block (its booleans as "true"/"false" strings), less the devices."""
-    step = ({"step_factor": int(o.factor) if float(o.factor).is_integer() else o.factor} if o.factor
-            else {"step_bytes": o.step})
-    return {"nthreads": 1, "ngpus": 1, "minimum_bytes": o.min_bytes, "maximum_bytes": o.max_bytes, **step,
-            "warmup_iters": o.warmup, "iterations": o.iters, "aggregated_iterations": o.agg_iters,
-            "validation": o.check, "graph": o.graph, "blocking_collectives": benchfile.flag(o.blocking),
-            "per_iter_timing": benchfile.flag(o.per_iter), "parallel_init": benchfile.flag(o.parallel_init)}
+    factor = o.stepfactor
+    step = ({"step_factor": int(factor) if float(factor).is_integer() else factor} if factor
+            else {"step_bytes": o.stepbytes})
+    return {"nthreads": 1, "ngpus": 1, "minimum_bytes": o.minbytes, "maximum_bytes": o.maxbytes, **step,
+            "warmup_iters": o.warmup_iters, "iterations": o.iters, "aggregated_iterations": o.agg_iters,
+            "validation": o.check, "graph": o.cudagraph, "blocking_collectives": benchfile.flag(o.blocking),
+            "per_iter_timing": benchfile.flag(o.per_iter_timing), "parallel_init": benchfile.flag(o.parallel_init)}
 
 
 def _exit_code(rows: list[BenchRow], confirmation: dict, o: BenchOptions, say=None) -> int:
@@ -255,24 +256,19 @@ def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, lau
     from nccl_bench.core import sysinfo
     meta = sysinfo.collect(o.job.backend, sorted(set(hosts or [])) or None)
     timing = "cuda events around the loop" if o.job.backend != "gloo" else "wall clock around the loop"
-    if o.per_iter:
+    if o.per_iter_timing:
         timing += (", and an event after each iteration (-I)" if o.job.backend != "gloo"
                    else ", and around each iteration, waited for (-I)")
-    meta["bench"] = {
-        "nranks": nranks, "collectives": o.collectives, "algos": o.algos, "proto": o.proto, "init": o.job.init,
-        "ranks_per_root": o.job.ranks_per_root, "minbytes": o.min_bytes, "maxbytes": o.max_bytes,
-        "stepfactor": o.factor, "stepbytes": None if o.factor else o.step, "iters": o.iters,
-        "warmup_iters": o.warmup, "warmup_ms": o.warmup_ms, "check": o.check, "op": o.op,
-        "datatype": "all" if o.dtype == "all" else TYPE_NAMES[o.torch_dtype_name], "root": o.root,
-        "cudagraph": o.graph, "split": o.split, "average": o.aggregate, "blocking": o.blocking,
-        "run_cycles": o.cycles, "agg_iters": o.agg_iters, "per_iter_timing": o.per_iter,
-        "per_iter_skip": o.per_iter_skip, "unalign_elements": o.unalign, "parallel_init": o.parallel_init,
-        "timeout_s": o.job.timeout, "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)", "timing": timing,
-        "report_cputime": o.report_cputime, "local_register": o.local_register,
-        "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
-        "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],
-        "algo_confirmation": {"status": confirmation.get("status"), "recorded_at": "each size's untimed sync launch"},
-    }
+    # every recorded option under its own name (BenchOptions declares them), then what the run adds
+    meta["bench"] = {**optionfields.recorded(o), "nranks": nranks, "init": o.job.init,
+                     "ranks_per_root": o.job.ranks_per_root,
+                     "datatype": "all" if o.datatype == "all" else TYPE_NAMES[o.torch_dtype_name],
+                     "stepbytes": None if o.stepfactor else o.stepbytes,
+                     "timeout_s": o.job.timeout, "time_unit": "us", "bw_unit": "GB/s (1e9 B/s)", "timing": timing,
+                     "launch": launch_path,  # "compiled" (C loop over NCCL's entry points) or "python (why)"
+                     "skipped": [{"algo": a, "collective": c} for a, c in o.skipped()],
+                     "algo_confirmation": {"status": confirmation.get("status"),
+                                           "recorded_at": "each size's untimed sync launch"}}
     if error is not None:
         meta["error"] = error.as_dict() if hasattr(error, "as_dict") else str(error)
     return meta

@@ -317,9 +317,9 @@ def main(argv: list[str]) -> int:
         check = LeakCheckOptions(a.leak_check, a.leak_every, a.leak_warmup, mode=job.init[0],
                                  depth=8 if a.destroys_in_flight is None else a.destroys_in_flight)
         results.check_writable(a.json, kind="leakcheck")
-        return run_job(["-m", "nccl_bench", "init", *argv], job, leak_worker(job, check, a.json), result=a.json)
+        return run_job(["-m", "nccl_bench", "init", *argv], job, leak_worker(job, check, a.json), "init", result=a.json)
     opts = InitBenchOptions(job=job_options(a, allow_all=True),
                             rounds=DEFAULT_ROUNDS if a.rounds is None else a.rounds,
                             warmup=1 if a.warmup is None else a.warmup,
                             skew_max=a.skew_max, seed=a.seed, json=a.json)
-    return run_job(["-m", "nccl_bench", "init", *argv], opts.job, worker(opts), result=opts.json)
+    return run_job(["-m", "nccl_bench", "init", *argv], opts.job, worker(opts), "init", result=opts.json)

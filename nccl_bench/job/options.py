@@ -1,6 +1,7 @@
 """Options shared by every command that runs a job; bad values fail early by name."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from nccl_bench.comm.bootstrap import DEFAULT_RANKS_PER_ROOT, check_mode
@@ -59,3 +60,13 @@ class JobOptions:
         if self.nranks:
             return self.nranks
         return gpu_count() if self.backend in ("nccl", "torch") else 2
+
+
+def store_timeout_default() -> float:
+    """Seconds to reach the job store (NCCL_BENCH_STORE_TIMEOUT, default 60)."""
+    try:
+        value = float(os.environ.get("NCCL_BENCH_STORE_TIMEOUT", 60))
+    except ValueError:
+        raise UsageError("NCCL_BENCH_STORE_TIMEOUT must be a number of seconds") from None
+    seconds("NCCL_BENCH_STORE_TIMEOUT", value, most=86400.0)
+    return value

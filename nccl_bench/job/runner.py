@@ -15,11 +15,11 @@ from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, s
 from nccl_bench.core import launch
 from nccl_bench.core import startmarks
 from nccl_bench.core.startmarks import mark
-from nccl_bench.job import launcher
+from nccl_bench.job import driver, launcher
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, NeverJoined, StoreSilent,
-                                    StoreUnreachable, UsageError, seconds)
-from nccl_bench.job.options import JobOptions
+                                    StoreUnreachable, UsageError)
+from nccl_bench.job.options import JobOptions, store_timeout_default
 
 
 @dataclass
@@ -79,52 +79,14 @@ def guarded(fn: Callable[[], int]) -> int:
         return EXIT_FAILED
 
 
-def store_timeout_default() -> float:
-    """Seconds to reach the job store (NCCL_BENCH_STORE_TIMEOUT, default 60)."""
-    try:
-        value = float(os.environ.get("NCCL_BENCH_STORE_TIMEOUT", 60))
-    except ValueError:
-        raise UsageError("NCCL_BENCH_STORE_TIMEOUT must be a number of seconds") from None
-    seconds("NCCL_BENCH_STORE_TIMEOUT", value, most=86400.0)
-    return value
-
-
-def command_name(launch_argv: list[str]) -> str:
-    """["-m", "nccl_bench", "init", ...] -> "init"; ["-m", "stress", ...] -> "stress"; a script -> its name."""
-    if launch_argv[:1] == ["-m"]:
-        return launch_argv[2] if launch_argv[1:2] == ["nccl_bench"] and len(launch_argv) > 2 else launch_argv[1]
-    return os.path.splitext(os.path.basename(launch_argv[0]))[0]
-
-
-def say_starting(command: str, nranks: int, backend: str | None) -> None:
-    """On a terminal, at once: what the seconds before the ranks' first line are spent on."""
-    if not sys.stderr.isatty():
-        return
-    gpu = backend in ("nccl", "torch")
-    work = "import their libraries, then CUDA and NCCL init" if gpu else "import torch and meet"
-    print(f"{command}: starting {nranks} local rank(s) on {backend or 'the default backend'}; they {work}",
-          file=sys.stderr, flush=True)
-
-
-def launch_quietly(nranks: int, launch_argv: list[str], verbose: bool, result: str | None = None,
-                   backend: str | None = None, torch_free: bool = False, **kw) -> int:
-    """The driver: fix where the workers' library logs go, launch them, point at the logs on failure."""
-    store_timeout_default()  # a bad setting is the driver's one line, before any rank starts
-    startmarks.check()
-    stem = logs.fix_stem(result, command_name(launch_argv), verbose)
-    say_starting(command_name(launch_argv), nranks, backend)
-    code = launcher.self_launch(nranks, launch_argv, preload=launcher.preload(torch_free), **kw)
-    if code == EXIT_FAILED and stem is not None:
-        print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
-    return code
-
-
-def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int],
+def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int], command: str,
             store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None,
             torch_free: bool = False, meeting: bool = True) -> int:
-    """Self-launch `python launch_argv...` when no launcher started us; else run `worker` here.
+    """With no launcher around us, the driver starts the ranks (nccl_bench.job.driver); else this process is a
+    rank: it joins the job and runs `worker`.
 
-    `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...].
+    `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...]; `command` is its name,
+    for the log files and what the driver says.
     `result` is the command's result file when known: each rank's library log goes beside it.
     `torch_free`: the worker loads no torch, so neither do the launch and the job store.
     `meeting`: every rank joins before the worker runs (meet); False for a worker that names absent ranks itself
@@ -140,12 +102,12 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
             # started seconds apart need
             store_timeout = min(store_timeout, max(opts.timeout, MIN_STORE_WAIT_S))
     if ident is None:
-        return launch_quietly(opts.local_ranks(), launch_argv, opts.verbose, result, opts.backend, torch_free,
-                              max_restarts=max_restarts)
+        return driver.launch(opts.local_ranks(), launch_argv, command, opts.verbose, result, opts.backend, torch_free,
+                             max_restarts=max_restarts)
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
     launcher.die_with_parent()
-    logs.capture(ident.rank, result, command_name(launch_argv), opts.verbose, ident.run_id)
+    logs.capture(ident.rank, result, command, opts.verbose, ident.run_id)
     from nccl_bench.job.store import JobStore
     try:
         store = JobStore(ident, timeout=store_timeout, torch_free=torch_free)

@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
         floors = [f for f in prof.busbw if f.collective == "all_reduce"]
         if floors:
             o.floor_GBps = min(floors, key=lambda f: abs(f.bytes - o.nbytes)).min_GBps
-    return run_job(["-m", "nccl_bench", "locate", *argv], o.job, worker(o), result=o.json)
+    return run_job(["-m", "nccl_bench", "locate", *argv], o.job, worker(o), "locate", result=o.json)
 
 
 def worker(o: LocateOptions):

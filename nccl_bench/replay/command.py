@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     if a.sequences:  # a rank of ours: its calls as the launcher read them (rank 0: every rank's, to fold)
         workload, digest = read_sequences(a.sequences)
         opts = ReplayOptions(a, workload, digest)
-        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=a.json)
+        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), "replay", result=a.json)
     workload = traces.load(a.traces, a.allow_missing_ranks)
     if a.ranks_per_node:
         workload.place(a.ranks_per_node, "--ranks-per-node")
@@ -112,7 +112,8 @@ def main(argv: list[str]) -> int:
     workload = workload.compact()
     opts = ReplayOptions(a, workload, traces.digest(a.traces))
     if launch.detect() is not None:
-        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), result=opts.json)
+        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), "replay",
+                       result=opts.json)
     fitted = workload.fit(opts.job.local_ranks())
     admission.check(fitted, opts.job.backend, opts.job.local_ranks())
     for line in traces.describe(fitted):
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
     folder = write_sequences(fitted, opts.digest)
     try:
         return run_job(["-m", "nccl_bench", "replay", *argv, "--sequences", folder], opts.job, worker(opts, workload),
-                       result=opts.json)
+                       "replay", result=opts.json)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

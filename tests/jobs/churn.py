@@ -77,7 +77,7 @@ def main() -> int:
         return 0
 
     me = ["-m", "churn"] if __spec__ is not None and __spec__.name == "churn" else [__file__]
-    return run_job([*me, *sys.argv[1:]], opts, worker, result=a.out)  # library logs beside the output
+    return run_job([*me, *sys.argv[1:]], opts, worker, "churn", result=a.out)  # library logs beside the output
 
 
 if __name__ == "__main__":

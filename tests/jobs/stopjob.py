@@ -22,7 +22,7 @@ def main() -> int:
             launcher._stop_noted = None  # its own exit loses the signal: only the launcher can still tell
         job.store.barrier("done", timeout=30)
         return 0
-    return run_job(["-m", "stopjob"], JobOptions(backend="gloo", nranks=2), worker)
+    return run_job(["-m", "stopjob"], JobOptions(backend="gloo", nranks=2), worker, "stopjob")
 
 
 if __name__ == "__main__":

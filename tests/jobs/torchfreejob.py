@@ -47,7 +47,7 @@ def main() -> int:
                 time.sleep(0.05)
         return 0
 
-    code = run_job(["-m", "torchfreejob", *sys.argv[1:]], opts, worker, torch_free=True)
+    code = run_job(["-m", "torchfreejob", *sys.argv[1:]], opts, worker, "torchfreejob", torch_free=True)
     if "RANK" not in os.environ:  # the launcher, after its job
         doc = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
         doc["launcher_torch"] = "torch" in sys.modules
