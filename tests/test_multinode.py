@@ -1,7 +1,7 @@
 """Two or three nodes on one machine (issue 32): network namespaces as hosts (tests/netns.py), launched
-as users launch them: one torchrun agent per node with c10d rendezvous on node0's address, or each
-task started per node with the variables srun sets. Every scenario removes its nodes and checks that
-nothing of it is left."""
+as users launch them: one torchrun agent per node with c10d rendezvous on node0's address, or srun under a
+real Slurm (tests/slurm.py). Every scenario removes its nodes and checks that nothing of it is left."""
+import contextlib
 import json
 import os
 import subprocess
@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 import netns
+import slurm
 from helpers import REPO
 from nccl_bench import records
 
@@ -31,17 +32,20 @@ def torchrun(nodes, per_node: int, argv: list[str], token: str) -> list[subproce
             for i in range(nodes.n)]
 
 
-def srun(nodes, per_node: int, argv: list[str], step: int = 0) -> list[subprocess.Popen]:
-    """Each task started on its node with what srun sets (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
-    the node list), MASTER_ADDR as sbatch scripts set it."""
-    n = nodes.n * per_node
-    env = {**ENV, "SLURM_JOB_ID": "77", "SLURM_STEP_ID": str(step), "SLURM_NTASKS": str(n),
-           "SLURM_STEP_NUM_NODES": str(nodes.n), "SLURM_STEP_NODELIST": f"node[0-{nodes.n - 1}]",
-           "MASTER_ADDR": nodes.addr(0), "MASTER_PORT": str(PORT + 1 + step)}
-    return [nodes.start(i, [PY, *argv], env={**env, "SLURM_PROCID": str(i * per_node + k), "SLURM_LOCALID": str(k),
-                                             "SLURM_NODEID": str(i)},
-                        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for i in range(nodes.n) for k in range(per_node)]
+@contextlib.contextmanager
+def slurm_nodes(n: int):
+    """`n` nodes under a real Slurm (tests/slurm.py): slurmctld and a slurmd per node."""
+    if (why := slurm.why_not()) is not None:
+        pytest.skip(f"no Slurm on this machine: {why}")
+    with netns.Nodes(n) as nodes, slurm.Slurm(nodes) as s:
+        yield nodes, s
+
+
+def srun(s: "slurm.Slurm", per_node: int, argv: list[str]) -> list[subprocess.Popen]:
+    """`srun -N<nodes> --ntasks-per-node K python ARGV` from node 0, as a user runs it: no MASTER_ADDR, the
+    job store found from Slurm. One process, srun's (its exit is the tasks' highest)."""
+    return [s.srun([f"-N{s.nodes.n}", "--ntasks-per-node", str(per_node), PY, *argv], env=ENV, cwd=REPO,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
 
 
 def finish(procs, timeout: float) -> list[tuple[int, str, str]]:
@@ -69,12 +73,11 @@ def test_stress_across_nodes_names_the_stale_root_and_its_node_scoped_stays_clea
     # Slurm's way: 2 nodes x 2 tasks, each started on its node
     journal = tmp_path / "j.jsonl"
     t0 = time.monotonic()
-    with netns.Nodes(2) as nodes:
-        got = finish(srun(nodes, 2, ["-m", "stress", "--backend", "gloo", "--init", "stock,scoped", "--skew-max",
-                                     "0.2", "--rounds", "5", "--timeout", "1.5", "--journal", str(journal)]), 120)
-        bench = finish(srun(nodes, 2, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "64K", "-e", "64K",
-                                       "-n", "3", "-w", "1", "-J", str(tmp_path / "bench.json")], step=1), 120)
-        assert not [p for p in nodes.procs if p.poll() is None]
+    with slurm_nodes(2) as (nodes, s):
+        got = finish(srun(s, 2, ["-m", "stress", "--backend", "gloo", "--init", "stock,scoped", "--skew-max",
+                                 "0.2", "--rounds", "5", "--timeout", "1.5", "--journal", str(journal)]), 120)
+        bench = finish(srun(s, 2, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "64K", "-e", "64K",
+                                   "-n", "3", "-w", "1", "-J", str(tmp_path / "bench.json")]), 120)
     assert not nodes.leftovers()
     code, out, err = got[0]
     assert code == 1, out[-2000:] + err[-2000:]  # stock's stale IDs fail rounds; the job says so
@@ -140,8 +143,8 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
         assert not [p for p in procs if p.poll() is None]
     assert not nodes.leftovers()
     cut_line = next(x for x in out.splitlines() if x.startswith("[scoped round"))
-    with netns.Nodes(2) as nodes:  # the link is back (new links): resume, this time as Slurm starts it
-        code, out, err = finish(srun(nodes, 1, [*args, "--resume"]), 90)[0]
+    with slurm_nodes(2) as (nodes, s):  # the link is back (new links): resume, this time under Slurm
+        code, out, err = finish(srun(s, 1, [*args, "--resume"]), 90)[0]
         # exit 1: the run holds the rounds the partition failed; every one is there once, and no other failed
         table = next(x.split() for x in out.splitlines() if x.startswith("scoped "))
         assert code == 1 and table[1] == "120", out[-3000:] + err[-2000:]
@@ -161,11 +164,11 @@ def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
     # end from the receiving one; two ranks per node tell the link from the GPU.
     located = tmp_path / "locate.json"
     t0 = time.monotonic()
-    with netns.Nodes(3) as nodes:
+    with slurm_nodes(3) as (nodes, s):
         nodes.shape(1, "8mbit")
         # the fastest of 5 per direction: a CPU-heavy job beside (CI) slowed both of 2 on one same-node pair
-        got = finish(srun(nodes, 2, ["-m", "nccl_bench", "locate", "--backend", "gloo", "--size", "64K", "--iters",
-                                     "5", "--no-picture", "--json", str(located)]), 120)
+        got = finish(srun(s, 2, ["-m", "nccl_bench", "locate", "--backend", "gloo", "--size", "64K", "--iters",
+                                 "5", "--no-picture", "--json", str(located)]), 120)
     assert not nodes.leftovers()
     code, out, err = got[0]
     assert code == 1, out[-3000:] + err[-2000:]

@@ -6,6 +6,7 @@ Multi-node runs go through torchrun or srun as users already run them.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -51,8 +52,8 @@ def _int(env, name: str, default: int | None = None) -> int:
         raise UsageError(f"launcher environment: {name}={env.get(name, '')!r} is missing or not an integer") from None
 
 
-def _port(env) -> int:
-    port = _int(env, "MASTER_PORT", 29500)
+def _port(env, default: int = 29500) -> int:
+    port = _int(env, "MASTER_PORT", default)
     if not 1 <= port <= 65535:
         raise UsageError(f"launcher environment: MASTER_PORT={port} is not a TCP port (1..65535)")
     return port
@@ -102,6 +103,40 @@ def first_host(nodelist: str) -> str:
     return prefix + ranges.split(",")[0].split("-")[0]
 
 
+def slurm_port(env) -> int:
+    """A Slurm step's job store port where MASTER_PORT is not set: one per job and step (steps of one job run side
+    by side on a node, fleet's per-node accepts among them), from 20000 to 29999, below Linux's ephemeral ports."""
+    job, step = _int(env, "SLURM_JOB_ID", 0), _int(env, "SLURM_STEP_ID", 0)
+    return 20000 + (job * 97 + step) % 10000
+
+
+SCONTROL_S = 10.0  # scontrol's answer about one node
+
+
+@functools.lru_cache(maxsize=8)
+def slurm_node_addr(name: str) -> str:
+    """Where Slurm node `name` is reached: the name itself where it resolves, else its NodeAddr as Slurm's own
+    scontrol says (a cluster's node names need not be host names). One line and exit 2 where neither answers."""
+    try:
+        socket.getaddrinfo(name, None)
+        return name
+    except (socket.gaierror, UnicodeError):
+        pass
+    import subprocess
+    try:
+        p = subprocess.run(["scontrol", "show", "node", name, "-o"], capture_output=True, text=True,
+                           timeout=SCONTROL_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"the Slurm step's first node {name!r} does not resolve and scontrol could not say its "
+                         f"address ({type(e).__name__}); set MASTER_ADDR to it") from None
+    m = re.search(r"\bNodeAddr=(\S+)", p.stdout)
+    if p.returncode != 0 or not m:
+        why = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no NodeAddr"]
+        raise UsageError(f"the Slurm step's first node {name!r} does not resolve and scontrol says: {why[0][:200]}; "
+                         "set MASTER_ADDR to it")
+    return m.group(1)
+
+
 HOSTID_ENV = "NCCL_HOSTID"  # NCCL's own override of its host identity: ranks with different ids are other hosts
 
 
@@ -138,13 +173,17 @@ def detect(env=None) -> Identity | None:
             agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
             store_file=env.get(STORE_FILE_ENV) or None))
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and "SLURM_STEP_ID" in env:
-        master = _addr(env, "") or first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", ""))
         ntasks = _int(env, "SLURM_NTASKS")
         nnodes = _int(env, "SLURM_STEP_NUM_NODES", _int(env, "SLURM_NNODES", 1))
+        # rank 0 runs on the step's first node (Slurm's block distribution, its default); where MASTER_ADDR is not
+        # given, that node's address is the store's, from Slurm itself
+        master = _addr(env, "") or (slurm_node_addr(first_host(env.get("SLURM_STEP_NODELIST")
+                                                               or env.get("SLURM_JOB_NODELIST", "")))
+                                    if nnodes > 1 else "127.0.0.1")
         return _checked(Identity(
             rank=_int(env, "SLURM_PROCID"), world_size=ntasks, local_rank=_int(env, "SLURM_LOCALID", 0),
             local_world_size=ntasks if nnodes == 1 else -1, master_addr=master,
-            master_port=_port(env), launcher="slurm", host=host,
+            master_port=_port(env, slurm_port(env)), launcher="slurm", host=host,
             run_id=f"{env.get('SLURM_JOB_ID', 'slurm')}.{env['SLURM_STEP_ID']}"))
     for names in MPI_ENV:  # mpirun / mpiexec: Open MPI, then MPICH and Intel MPI (Hydra)
         if names[0] in env and names[1] in env:

@@ -33,18 +33,28 @@ def _td(seconds: float) -> timedelta:
 POLL_FIRST_S, POLL_MAX_S = 0.005, 0.1
 
 
-def _reachable(addr: str, port: int, timeout: float) -> bool:
+def _reachable(addr: str, port: int, timeout: float, say: bool = True) -> bool:
     """Poll with plain sockets first: a failed TCPStore connect logs a C++ stack to stderr. The pause between
     tries doubles from 5 ms to 100 ms: ranks started together find rank 0's store as soon as it listens (a flat
-    100 ms cost a rank under mpiexec that much of its start), and a slow one is not asked 100 times a second."""
-    end, pause = time.monotonic() + timeout, POLL_FIRST_S
+    100 ms cost a rank under mpiexec that much of its start), and a slow one is not asked 100 times a second.
+    A host name that does not resolve ends the wait at once (StoreUnreachable); a wait past SAY_AFTER_S is said
+    once (`say`), so that no rank waits in silence."""
+    t0, pause, said = time.monotonic(), POLL_FIRST_S, False
     while True:
         try:
             with socket.create_connection((addr, port), timeout=min(2.0, max(timeout, 0.1))):
                 return True
+        except socket.gaierror as e:
+            raise StoreUnreachable(f"the job store's host {addr!r} does not resolve ({e.strerror}): set MASTER_ADDR "
+                                   "to rank 0's node address") from None
         except OSError:
-            if time.monotonic() >= end:
+            waited = time.monotonic() - t0
+            if waited >= timeout:
                 return False
+            if say and not said and waited >= SAY_AFTER_S:
+                print(f"waiting for the job store at {addr}:{port} (at most {timeout:g} s)", file=sys.stderr,
+                      flush=True)
+                said = True
             time.sleep(pause)
             pause = min(pause * 2, POLL_MAX_S)
 
@@ -114,7 +124,7 @@ class JobStore:
         self._sock = None
         self.server = None
         addr, port = self._locate()
-        if not _reachable(addr, port, timeout):
+        if not _reachable(addr, port, timeout, say=ident.local_rank == 0):  # a node's first rank says the wait
             raise StoreUnreachable(f"cannot reach the job store at {addr}:{port} within {timeout:g}s "
                                    "(master address unreachable?)")
         try:
