@@ -182,30 +182,29 @@ def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
 
 
 def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
-    # each node's own accept (its two local ranks, as an operator runs it node by node), node0 recorded as
-    # the golden one (test_accept's end-to-end checks), then one verdict over both nodes' files
+    # under Slurm, as an operator accepts nodes: a bench across them, then one srun task per node, each its node's
+    # accept (its two local ranks) recorded as a golden one (test_accept's end-to-end checks), then one verdict
+    # over both nodes' files
     from test_accept import END_TO_END, check_end_to_end
     t0 = time.monotonic()
-    files = [tmp_path / f"accept-node{i}.json" for i in range(2)]
-    xml, golden, across = tmp_path / "accept.xml", tmp_path / "golden.json", tmp_path / "across.json"
-    golden_args = ["--junit", str(xml), "--record-baseline", str(golden)]
-    with netns.Nodes(2) as nodes:
+    across = tmp_path / "across.json"
+    per_node = ["--json", str(tmp_path / "accept-{node}.json"), "--junit", str(tmp_path / "accept-{node}.xml"),
+                "--record-baseline", str(tmp_path / "golden-{node}.json")]
+    with slurm_nodes(2) as (nodes, s):
         # the bandwidth between the nodes: bench across them, then each node's accept judges it by its NICs
-        bench = finish(torchrun(nodes, 1, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "1M", "-e", "1M",
-                                           "-n", "3", "-w", "1", "-J", str(across)], uuid.uuid4().hex[:8]), 120)
+        bench = finish(srun(s, 1, ["-m", "nccl_bench", "bench", "--backend", "gloo", "-b", "1M", "-e", "1M", "-n", "3",
+                                   "-w", "1", "-J", str(across)]), 120)
         assert bench[0][0] == 0, bench[0][1][-2000:] + bench[0][2][-2000:]
-        procs = [nodes.start(i, [PY, "-m", "nccl_bench", "accept", *END_TO_END, "--json", str(files[i]),
-                                 "--network", str(across), *(golden_args if i == 0 else [])],
-                             env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(2)]
-        got = finish(procs, 240)
+        code, out, err = finish(srun(s, 1, ["-m", "nccl_bench", "accept", *END_TO_END, "--network", str(across),
+                                            *per_node]), 240)[0]
     assert not nodes.leftovers()
-    check_end_to_end(got[0][0], got[0][1] + got[0][2], files[0], xml, golden)
-    code, out, err = got[1]
-    assert code == 0 and "accept PASS against profile gloo-cpu" in out, out[-2000:] + err[-2000:]
+    files = [tmp_path / f"accept-node{i}.json" for i in range(2)]
+    check_end_to_end(code, out + err, files[0], tmp_path / "accept-node0.xml", tmp_path / "golden-node0.json")
+    assert out.count("accept PASS against profile gloo-cpu") == 2, out[-3000:] + err[-2000:]
     # no InfiniBand or RoCE here: measured over sockets and said, not failed
-    said = next(x for x in out.splitlines() if "network busbw all_reduce 1 MiB (2 nodes)" in x)
-    assert said.startswith("SKIP") and "socket transport, measured, not judged" in said, said
+    said = [x for x in out.splitlines() if "network busbw all_reduce 1 MiB (2 nodes)" in x]
+    assert len(said) == 2 and all(x.startswith("SKIP") and "socket transport, measured, not judged" in x
+                                  for x in said), said
     net = records.load(str(files[1])).meta["network"]
     assert net["nodes"] == 2 and net["floor_GBps"] is None and net["busbw_GBps"] > 0
     fleet = subprocess.run([PY, "-m", "nccl_bench", "fleet", *map(str, files), "--out", str(tmp_path / "fleet")],
@@ -214,4 +213,4 @@ def test_accept_on_each_node_then_the_fleet_verdict_over_both(tmp_path):
     assert "2 node(s) from 2 file(s)" in fleet.stdout and "no node(s) flagged of 2" in fleet.stdout, fleet.stdout
     md = (tmp_path / "fleet" / "fleet.md").read_text()
     assert "| node0" in md and "| node1" in md and "network busbw GB/s" in md
-    print(f"\naccept x 2 nodes + fleet: {time.monotonic() - t0:.1f} s; {fleet.stdout.splitlines()[-1]}")
+    print(f"\naccept x 2 nodes (srun) + fleet: {time.monotonic() - t0:.1f} s; {fleet.stdout.splitlines()[-1]}")

@@ -51,8 +51,10 @@ def parser() -> Parser:
 
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
+    per_node_of(a)
     if launch.detect() is not None:
-        raise UsageError("accept starts its own jobs on this node: run it without torchrun/srun/mpirun")
+        raise UsageError("accept starts its own jobs on this node: run it without a launcher, or one task per node "
+                         "under srun (srun --ntasks-per-node 1 ... accept --json 'accept-{node}.json')")
     o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
                       init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
                       locate=a.locate, margin=a.margin, record_baseline=a.record_baseline, workload=a.workload,
@@ -102,6 +104,24 @@ def main(argv: list[str]) -> int:
     if not ok and o.locate:
         step_locate(o, profile)
     return 0 if ok else EXIT_FAILED
+
+
+def per_node_of(a) -> None:
+    """Under srun with one task per node, each task is its node's accept: it leaves the step (its jobs launch on
+    its node, with the GPUs Slurm gave it), and `{node}` in an output's name becomes its node's name. Several nodes
+    writing one path would lose all results but one: that is one line before anything runs."""
+    nodes = launch.slurm_task_per_node()
+    if nodes is None:
+        return
+    host = launch.node_name()
+    for flag in ("json", "junit", "record_baseline"):
+        path = getattr(a, flag)
+        if path and nodes > 1 and "{node}" not in path:
+            raise UsageError(f"--{flag.replace('_', '-')} {path}: the step's {nodes} nodes would each write it; put "
+                             "{node} in its name")
+        if path:
+            setattr(a, flag, path.replace("{node}", host))
+    launch.leave_launcher()
 
 
 def write_baseline(o: AcceptOptions, m: dict, names: list[str], facts) -> None:

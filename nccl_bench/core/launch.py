@@ -206,6 +206,29 @@ def _mpi(env, rank: str, size: str, local_rank: str, local_size: str, host: str)
         master_port=_port(env), launcher="mpi", host=host))
 
 
+# What detect() reads to tell a launcher's rank (torchrun's, Slurm's, MPI's)
+IDENTITY_VARS = ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID",
+                 *(name for names in MPI_ENV for name in names))
+
+
+def slurm_task_per_node(env=None) -> int | None:
+    """A Slurm step with one task on each of its nodes (srun --ntasks-per-node 1): its node count; else None."""
+    env = os.environ if env is None else env
+    if "SLURM_PROCID" not in env or "SLURM_STEP_ID" not in env:
+        return None
+    per_node = (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "").strip()
+    m = re.fullmatch(r"1(?:\(x(\d+)\))?", per_node)
+    return (int(m.group(1)) if m.group(1) else 1) if m else None
+
+
+def leave_launcher(env=None) -> None:
+    """This process stops being a launcher's rank: what it starts (a command's own jobs) launches itself on this
+    node, as a command started with no launcher does. The node's own settings (CUDA_VISIBLE_DEVICES) stay."""
+    env = os.environ if env is None else env
+    for name in IDENTITY_VARS:
+        env.pop(name, None)
+
+
 def describe(env=None) -> str:
     ident = detect(env)
     if ident is None:
