@@ -27,9 +27,10 @@ def test_pip_install_gives_both_commands(tmp_path):
                 str(tmp_path / "dist"), str(src)])
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("nccl_bench-*.whl"))
-    venv = tmp_path / "venv"
-    assert sh([sys.executable, "-m", "venv", str(venv)]).returncode == 0
-    got = sh([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)])
+    venv = tmp_path / "venv"  # without pip of its own (ensurepip takes seconds): this pip installs into it
+    assert sh([sys.executable, "-m", "venv", "--without-pip", str(venv)]).returncode == 0
+    got = sh([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
+              "--no-index", str(wheel)])
     assert got.returncode == 0, got.stderr[-2000:]
     bench = sh([str(venv / "bin" / "nccl-bench"), "--help"], cwd=tmp_path)
     assert bench.returncode == 0 and "usage: nccl-bench COMMAND" in bench.stdout, bench.stdout + bench.stderr
