@@ -310,3 +310,25 @@ def test_a_bench_file_with_sizes_out_of_order_reads_in_order_and_says_so_a_repea
     err = one_line_error(run(["-m", "nccl_bench", "report", str(repeated), "--out", str(tmp_path / "r2")],
                              timeout=120))
     assert "appears 2 times in one sweep" in err and "repeated.json" in err, err
+
+
+def test_a_row_a_reader_would_refuse_is_never_written_where_asked_and_never_lost(tmp_path, monkeypatch):
+    """A writer's row is checked by its kind's row class before the file is written, as a reader checks it: a
+    measurement that is no number (NaN, written as null) keeps the result out of the path asked for, in the
+    temporary folder instead, and the error says which row and field, and where the result is."""
+    import math
+    from nccl_bench import records
+    from nccl_bench.core.results import Refused
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where a result is kept aside
+    rows = [{"gpu": 0, "device_GBps": 4000.0, "h2d_GBps": 55.0, "d2h_GBps": 55.0},
+            {"gpu": 1, "device_GBps": math.nan, "h2d_GBps": 55.0, "d2h_GBps": 55.0}]
+    with pytest.raises(Refused) as e:
+        records.write("copies", rows, {}, tmp_path / "copies.json")
+    assert "row 1, 'device_GBps': None is not a number" in str(e.value), e.value
+    assert not (tmp_path / "copies.json").exists()
+    kept = list((tmp_path / "tmp").glob("nccl-bench-copies-*.json"))
+    assert len(kept) == 1 and str(kept[0]) in str(e.value)
+    assert json.loads(kept[0].read_text())["rows"][0]["device_GBps"] == 4000.0
+    ok = records.write("copies", rows[:1], {}, tmp_path / "copies.json")  # the same writer, a row a reader reads
+    assert records.load(str(ok)).rows == rows[:1]

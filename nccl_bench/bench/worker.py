@@ -189,7 +189,8 @@ class BenchRanks:
             print(threads.line(self.awake), flush=True)
         doc = benchfile.document(rows, meta, nccl_config(o), devices, started, ["nccl_bench", *sys.argv[1:]],
                                  [] if error is None else [str(error)])
-        path = benchfile.write(doc, o.json)
+        from nccl_bench.records.writing import write_bench  # at the end only: not on a rank's way to its first row
+        path = write_bench(doc, o.json)
         print(footer(rows), flush=True)
         print(f"# results: {path}", flush=True)
         if getattr(error, "kind", None) == "hang":

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import REPO, machine_name
@@ -90,20 +91,33 @@ def strict(value):
     return value
 
 
-def write_doc(kind: str, doc: dict, path: str | Path | None = None) -> Path:
+class Refused(RuntimeError):
+    """A document its own kind's reader would refuse: kept aside, not written where asked (a bug of ours)."""
+
+
+def write_doc(kind: str, doc: dict, path: str | Path | None = None,
+              problem: Callable[[dict], str | None] | None = None) -> Path:
     """Write a whole document, never overwriting. Where the disk refuses it at the end (full, gone read-only),
     what was computed is kept: the document goes to a fallback file in the temporary folder, and a line on
-    stderr names both."""
+    stderr names both. `problem(doc)`, as it would be read back, says why a reader would refuse it: then it goes
+    to that fallback file and Refused says why and where."""
     p = Path(path) if path else default_path(kind)
-    text = json.dumps(strict(doc), indent=1, allow_nan=False) + "\n"
+    clean = strict(doc)
+    text = json.dumps(clean, indent=1, allow_nan=False) + "\n"
+    if problem is not None and (why := problem(clean)) is not None:
+        kept = _write_new(_fallback(kind), text, explicit=False)
+        raise Refused(f"{why}: a reader would refuse it, so it was not written to {p}; what was computed is kept in "
+                      f"{kept}")
     try:
         return _write_new(p, text, explicit=bool(path))
     except OSError as e:
-        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        fallback = Path(tempfile.gettempdir()) / f"nccl-bench-{kind}-{stamp}.json"
-        _write_new(fallback, text, explicit=False)
+        fallback = _write_new(_fallback(kind), text, explicit=False)
         print(f"cannot write {p} ({e.strerror or e}); the result is kept in {fallback}", file=sys.stderr, flush=True)
         return fallback
+
+
+def _fallback(kind: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"nccl-bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
 
 
 def _write_new(p: Path, text: str, explicit: bool) -> Path:

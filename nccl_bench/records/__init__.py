@@ -10,6 +10,6 @@ from __future__ import annotations
 from nccl_bench.records.kinds import KINDS, SCHEMA_VERSION
 from nccl_bench.records.result import Result
 from nccl_bench.records.reading import from_doc, load, load_all
-from nccl_bench.records.writing import document, write
+from nccl_bench.records.writing import document, write, write_bench
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "Result", "document", "from_doc", "load", "load_all", "write"]
+__all__ = ["KINDS", "SCHEMA_VERSION", "Result", "document", "from_doc", "load", "load_all", "write", "write_bench"]

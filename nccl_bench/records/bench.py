@@ -19,9 +19,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
-from nccl_bench.core import results
 
 VERSION = 2  # nccl-tests' JSON_FILE_VERSION
 SCHEMA = 2  # our bench schema in this layout (schema 1: {kind, schema, meta, rows})
@@ -157,7 +155,3 @@ def document(rows: list[BenchRow], meta: dict, config: dict, devices: list[dict]
         "kind": "bench", "schema": SCHEMA, "meta": meta,
     }
 
-
-def write(doc: dict, path: str | Path | None = None) -> Path:
-    """The -J file where asked (or under results/runs/), never overwriting."""
-    return results.write_doc("bench", doc, path)
