@@ -34,37 +34,39 @@ class RowType:
         None."""
         if not isinstance(row, dict):
             return "is not an object"
-        for key, want in _declared(cls):
+        for key, optional, want in _declared(cls):
             if key not in row:
                 return f"lacks '{prefix + key}'"
-            if (why := _wrong(row[key], want, prefix + key)) is not None:
-                return why
+            value = row[key]
+            if value is None and optional:
+                continue
+            if isinstance(want, type) and issubclass(want, RowType):
+                if not isinstance(value, dict):  # as for a missing key: what the row lacks is its first field
+                    return f"lacks '{prefix}{key}.{_declared(want)[0][0]}'"
+                why = want.problem(value, f"{prefix}{key}.")
+                if why is not None:
+                    return why
+            elif (why := _why_not(value, want)) is not None:
+                return f"'{prefix + key}': {why}"
         return None
 
 
 @functools.cache
 def _declared(cls) -> tuple:
-    """(field, type) of a row class, resolved once: a journal of millions of rows is checked row by row."""
-    hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name]) for f in fields(cls))
-
-
-def _wrong(value, want, name: str) -> str | None:
-    """Why `value` is not of type `want`, or None."""
-    if isinstance(want, types.UnionType) or typing.get_origin(want) is typing.Union:
-        options = [t for t in typing.get_args(want) if t is not type(None)]
-        if value is None and len(options) < len(typing.get_args(want)):
-            return None
-        want = options[0]
-    if isinstance(want, type) and issubclass(want, RowType):
-        if not isinstance(value, dict):  # as for a missing key: what the row lacks is its first field
-            return f"lacks '{name}.{_declared(want)[0][0]}'"
-        return want.problem(value, name + ".")
-    why = _why_not(value, want)
-    return None if why is None else f"'{name}': {why}"
+    """(field, may be null, type) of a row class, resolved once: a journal of millions of rows is checked row by
+    row."""
+    out = []
+    for f in fields(cls):
+        want, optional = typing.get_type_hints(cls)[f.name], False
+        if isinstance(want, types.UnionType) or typing.get_origin(want) is typing.Union:
+            args = typing.get_args(want)
+            optional, want = type(None) in args, next(t for t in args if t is not type(None))
+        out.append((f.name, optional, want))
+    return tuple(out)
 
 
 def _why_not(value, want) -> str | None:
+    """Why `value` is not of type `want` (str, bool, list, Count, Measure), or None."""
     if want is str:
         return None if isinstance(value, str) else f"{value!r:.40} is not a string"
     if want is bool:
