@@ -17,7 +17,8 @@ for name in [k for k in os.environ if (k in CALLERS or k.startswith(CALLER_PREFI
 
 # The longest tests start first: with two workers, one of them started last would run alone at the end
 # (the suite's wall time is what CI's budget counts). Measured with --durations.
-LONGEST_FIRST = ("test_crash.py", "test_multinode.py", "test_asv.py", "test_locate.py", "test_accept.py")
+LONGEST_FIRST = ("test_fleet_run.py", "test_crash.py", "test_multinode.py", "test_asv.py", "test_locate.py",
+                 "test_accept.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,6 +7,7 @@ transport on the node's `eth0`.
     with Nodes(2) as nodes:
         p = nodes.start(0, [sys.executable, "-m", "stress", ...])   # hostname node0, 198.18.0.1
         nodes.shape(1, "20mbit")                                    # tc tbf on node1's link
+        nodes.shape_pair(0, 1, "20mbit")                            # only between node0 and node1
         nodes.cut(1); nodes.mend(1)                                 # its link down, then up
     # every process inside is killed, the namespaces (and with them the links) deleted
 
@@ -77,6 +78,15 @@ class IpRoute2:
         _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "32kbit",
               "latency", "400ms"])
 
+    def direct(self, ns: str, dev: str, peer_ns: str, peer: str, src: str, dst: str, rate: str) -> None:
+        """A link of their own between two nodes, `rate` each way (tbf on both ends), and a host route on each
+        side that sends the other's address over it: their traffic to each other takes it, all else the switch."""
+        _run(["ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", peer, "netns", peer_ns])
+        for here, d, me, other in ((ns, dev, src, dst), (peer_ns, peer, dst, src)):
+            _run(["ip", "-n", here, "link", "set", d, "up"])
+            _run(["ip", "-n", here, "route", "add", f"{other}/32", "dev", d, "src", me])
+            self.tbf(here, d, rate)
+
 
 class PyRoute2:
     """The same through pyroute2's netlink sockets, for machines without iproute2."""
@@ -135,6 +145,9 @@ class PyRoute2:
             except Exception:  # pyroute2's NetlinkError: no qdisc of ours there yet
                 pass
             ipr.tc("add", "tbf", index=idx, handle="1:", root=True, rate=rate, burst=4096, latency="400ms")
+
+    def direct(self, ns: str, dev: str, peer_ns: str, peer: str, src: str, dst: str, rate: str) -> None:
+        raise RuntimeError("a link between two nodes alone is made with iproute2 here")
 
 
 def backend():
@@ -266,6 +279,12 @@ class Nodes:
     def shape(self, i: int, rate: str) -> None:
         """Node i's link limited to `rate` (tc tbf; netem is not in every kernel)."""
         self.way.tbf(self.ns[i], "eth0", rate)
+
+    def shape_pair(self, i: int, j: int, rate: str) -> None:
+        """The link between nodes i and j alone limited to `rate`, both ways: their traffic to each other moves to
+        a link of its own with tbf on both ends (no classful qdisc or filter needed: this kernel has tbf and
+        veth); their traffic to other nodes still takes the switch."""
+        self.way.direct(self.ns[i], f"x{j}", self.ns[j], f"x{i}", self.addr(i), self.addr(j), rate)
 
     def cut(self, i: int) -> None:
         """Node i drops off the network: its end of the link goes down (on the switch's side too)."""

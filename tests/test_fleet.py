@@ -68,7 +68,7 @@ def test_two_nodes_are_judged_against_their_profiles_only(tmp_path):
 def test_a_thousand_files_in_under_ten_seconds(tmp_path):
     fleet_of(tmp_path, 1000, slow_node=500, wrong_node=900)
     t0 = time.perf_counter()
-    nodes = fleet.read([str(tmp_path)])
+    nodes, _ = fleet.read([str(tmp_path)])
     bad, _ = fleet.verdict(nodes)
     took = time.perf_counter() - t0
     assert sorted(bad) == ["node0500", "node0900"] and took < 10, (sorted(bad)[:5], took)
@@ -78,7 +78,7 @@ def test_one_node_many_files_takes_each_metric_median(tmp_path):
     rng = random.Random(3)
     for k, slow in enumerate((1.0, 0.5, 1.0)):
         (tmp_path / f"a{k}.json").write_text(json.dumps(accept_doc("nodeA", rng, slow=slow)))
-    nodes = fleet.read([str(tmp_path)])
+    nodes, _ = fleet.read([str(tmp_path)])
     assert list(nodes) == ["nodeA"] and len(nodes["nodeA"].files) == 3
     assert nodes["nodeA"].value("busbw all_reduce 16 GiB") > 450  # the median of three, not the slow one
 

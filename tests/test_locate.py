@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from helpers import REPO, one_line_error, run
-from nccl_bench.locate.pairs import tournament
+from nccl_bench.core.tournament import tournament
 from nccl_bench.locate.halves import halves
 from nccl_bench import records
 

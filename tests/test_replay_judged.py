@@ -53,7 +53,7 @@ def test_the_fleet_names_the_node_whose_replay_is_slow(tmp_path):
         doc = replay_doc(f"node{i:02d}", 1000 * slow * (1 + rng.uniform(-0.02, 0.02)), 250 * slow,
                          wrong=7 if i == 9 else 0)
         (tmp_path / f"replay-node{i:02d}.json").write_text(json.dumps(doc))
-    nodes = fleet.read([str(tmp_path)])
+    nodes, _ = fleet.read([str(tmp_path)])
     assert nodes["node05"].value("replay sequence us") > 1300
     assert "replay all_gather 64 MiB bfloat16 [0,1] us" in nodes["node00"].values
     assert any("wrong values in the replay" in e for e in nodes["node09"].evidence)

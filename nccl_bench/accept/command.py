@@ -46,6 +46,9 @@ def parser() -> Parser:
     p.add_argument("--record-baseline", metavar="FILE", default=None,
                    help="this node is known good: write what it measured (with each point's spread over 3 "
                         "cycles) as a profile FILE, to judge other nodes with --profile FILE")
+    p.add_argument("--check-args", action="store_true",
+                   help="check these options and the files they name, run nothing, exit 0 (fleet run asks this "
+                        "before it starts any node's accept)")
     return p
 
 
@@ -55,13 +58,14 @@ def main(argv: list[str]) -> int:
     if launch.detect() is not None:
         raise UsageError("accept starts its own jobs on this node: run it without a launcher, or one task per node "
                          "under srun (srun --ntasks-per-node 1 ... accept --json 'accept-{node}.json')")
-    o = AcceptOptions(backend=a.backend, nranks=a.nranks, profile=a.profile, json=a.json, junit=a.junit,
-                      init_rounds=a.init_rounds, stress_rounds=a.stress_rounds, step_timeout=a.step_timeout,
-                      locate=a.locate, margin=a.margin, record_baseline=a.record_baseline, workload=a.workload,
-                      workload_max_slowdown=a.workload_max_slowdown, network=a.network)
+    o = options_of(a)
     if o.workload:  # read and checked now: bad input is one line before any step runs
         check_workload(o)
     across = network.verdict(o.network, o.margin) if o.network else None  # bad input: one line, nothing run
+    if a.check_args:
+        if o.profile:
+            profiles.load(o.profile)  # a name it does not know, or a file it cannot read, is one line now
+        return 0
     facts = topology.read() if o.backend != "gloo" else None
     names = selection.detected_gpu_names()
     profile = selection.choose(o.profile, o.backend, names, facts, o.margin)
@@ -104,6 +108,16 @@ def main(argv: list[str]) -> int:
     if not ok and o.locate:
         step_locate(o, profile)
     return 0 if ok else EXIT_FAILED
+
+
+def options_of(a) -> AcceptOptions:
+    """The options, checked by name. --check-args runs where the nodes' GPUs are not (fleet run's login node): the
+    backend is the node's to check there."""
+    return AcceptOptions(backend="gloo" if a.check_args else a.backend, nranks=a.nranks, profile=a.profile,
+                         json=a.json, junit=a.junit, init_rounds=a.init_rounds, stress_rounds=a.stress_rounds,
+                         step_timeout=a.step_timeout, locate=a.locate, margin=a.margin,
+                         record_baseline=a.record_baseline, workload=a.workload,
+                         workload_max_slowdown=a.workload_max_slowdown, network=a.network)
 
 
 def per_node_of(a) -> None:

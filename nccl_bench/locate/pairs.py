@@ -12,21 +12,9 @@ import time
 from typing import Callable
 
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.tournament import tournament
 from nccl_bench.measure.collectives import Move
 from nccl_bench.measure.timing import TimingPlan, seconds_per_op
-
-
-def tournament(n: int) -> list[list[tuple[int, int]]]:
-    """Rounds of disjoint pairs (a < b) in which every unordered pair of n ranks meets once."""
-    if n < 2:
-        return []
-    players: list[int | None] = list(range(n)) + ([None] if n % 2 else [])
-    m, rounds = len(players), []
-    for _ in range(m - 1):
-        pairs = [(players[i], players[m - 1 - i]) for i in range(m // 2)]
-        rounds.append(sorted((min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None))
-        players = [players[0], players[-1], *players[1:-1]]  # rotate all but the first
-    return rounds
 
 
 def delayed(launch: Callable[[], None], seconds: float) -> Callable[[], None]:

@@ -3,6 +3,7 @@ init and replay times; higher for bandwidths) and the evidence that flags a node
 values, failed stress rounds, a FAIL against its profile, locate's suspects)."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +79,20 @@ def _replay(res: Result, out: Metrics) -> None:
         out.evidence.append(f"{wrong} wrong values in the replay ({Path(res.given).name})")
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet's files share their keys: each is parsed once
+def _busbw_metric(key: str) -> str | None:
+    """"all_reduce:17179869184" -> "busbw all_reduce 16 GiB"; None below 1 MiB (latency's sizes)."""
+    coll, _, size = key.partition(":")
+    return f"busbw {coll} {size_label(int(size))}" if int(size) >= MiB else None
+
+
 def _accept(res: Result, out: Metrics) -> None:
     m = res.block("measurements")
     out.nulls += [k for k in ("latency_us_8B", "init_ms_p50") if k in m and m[k] is None]
     out.nulls += [f"busbw {k}" for k, v in (m.get("busbw") or {}).items() if v is None]
-    out.values.update({f"busbw {k.split(':')[0]} {size_label(int(k.split(':')[1]))}": v
-                       for k, v in (m.get("busbw") or {}).items() if int(k.split(":")[1]) >= MiB})
+    for k, v in (m.get("busbw") or {}).items():
+        if (metric := _busbw_metric(k)) is not None:
+            out.values[metric] = v
     out.values.update({"latency 8 B us": m.get("latency_us_8B"), "init ms": m.get("init_ms_p50"),
                        "replay sequence us": m.get("replay_sequence_us"),
                        "network busbw GB/s": m.get("network_busbw")})
