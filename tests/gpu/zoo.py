@@ -16,6 +16,13 @@ KIND (4 ranks):
          barrier, send and recv), fp32, bf16 and int64 at odd counts
   hang   the mesh's first calls, then rank 3 skips an all_reduce: torch's watchdog times out (10 s) and dumps
          (TORCH_NCCL_DUMP_ON_TIMEOUT=1, TORCH_FR_DUMP_TEMP_FILE=OUT/fr/dump_rank, set by the caller)
+KIND (any number of ranks, as model code writes them):
+  moe2d  top-2 MoE dispatch and combine: all_to_all_single of [tokens, hidden] bf16 rows ([2048, 2048], each token
+         sent to 2 experts), uneven splits counted in rows
+  ring   ring attention (context parallel): per step, n-1 batches of one isend to the next rank and one irecv from
+         the previous (batch_isend_irecv, 2 MiB of K and V)
+  ddp    DDP with a bf16 compression comm hook (default_hooks.bf16_compress_hook) over a 4-layer MLP
+  zero   ZeRO-style: gradients reduce_scatter_tensor(op=AVG) in fp32, then parameters all_gather_into_tensor bf16
 FSDP2 is tests/gpu/fsdp_job.py. Writes OUT/fr/dump_rank<R>.pkl and OUT/fr_json/dump_rank<R>.json (hang:
 fr_before, fr_before_json, and the watchdog's OUT/fr/dump_rank<R>), OUT/kineto/trace_rank<R>.json,
 OUT/calls_rank<R>.json (each call as the job made it: kind, elements, dtype, group name and ranks).
@@ -38,7 +45,8 @@ from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
 p = argparse.ArgumentParser()
-p.add_argument("kind", choices=["tp", "pp", "moe", "mesh", "hang"])
+FOUR = ("tp", "pp", "moe", "mesh", "hang")  # laid out for 4 ranks; the others for any number
+p.add_argument("kind", choices=[*FOUR, "moe2d", "ring", "ddp", "zero"])
 p.add_argument("out")
 p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
 p.add_argument("--steps", type=int, default=3, help="steps before the profiled ones")
@@ -54,7 +62,7 @@ if gpu:
     torch.cuda.set_device(device)
 timeout = timedelta(seconds=10 if a.kind == "hang" else 120)
 dist.init_process_group(a.backend, timeout=timeout, **({"device_id": device} if gpu else {}))
-assert n == 4, "the zoo's jobs are laid out for 4 ranks"
+assert n == 4 or a.kind not in FOUR, f"{a.kind} is laid out for 4 ranks"
 f32, bf, i64 = torch.float32, torch.bfloat16, torch.int64
 calls = []
 
@@ -190,6 +198,68 @@ def mesh_step(skip_rank=None):
         made("send" if rank == 0 else "recv", 4099, f32, ranks=[0, 1])
 
 
+def moe2d_step():
+    """Top-2 routing of 1024 tokens of hidden size 2048: 2048 rows dispatched, unevenly, to the experts' ranks, then
+    combined back (the reverse all_to_all, its splits swapped). Splits count rows, as model code passes them."""
+    tokens, hidden = 1024, 2048
+    rows = 2 * tokens // n  # each rank's even share of the dispatched rows
+    def share(src, dst):  # noqa: E306  uneven, each row of the table summing to 2 x tokens
+        return rows + (2 * ((src + dst) % n) - (n - 1)) * 8
+    send = [share(rank, d) for d in range(n)]
+    recv = [share(s_, rank) for s_ in range(n)]
+    dispatched = torch.full((2 * tokens, hidden), 1, dtype=bf, device=device)
+    routed = torch.empty((sum(recv), hidden), dtype=bf, device=device)
+    dist.all_to_all_single(routed, dispatched, output_split_sizes=recv, input_split_sizes=send)
+    made("alltoallv", 2 * tokens * hidden, bf)
+    back = torch.empty((2 * tokens, hidden), dtype=bf, device=device)
+    dist.all_to_all_single(back, routed, output_split_sizes=send, input_split_sizes=recv)
+    made("alltoallv", sum(recv) * hidden, bf)
+
+
+def ring_step():
+    """Ring attention: K and V pass around the ring, one batch per hop (send to the next, receive from the
+    previous), n - 1 hops a step."""
+    kv = t(2 * 512 * 1024, bf)  # K and V of 512 tokens x 1024: 2 MiB
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    for _ in range(n - 1):
+        buf = torch.empty_like(kv)
+        ops = [dist.P2POp(dist.isend, kv, nxt), dist.P2POp(dist.irecv, buf, prv)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        made("ring_batch", kv.numel(), bf, ranks=sorted({prv, rank, nxt}))
+        kv = buf
+
+
+DDP = None
+
+
+def ddp_step():
+    """A DDP step with the bf16 compression hook: its buckets' all_reduces in bf16."""
+    global DDP
+    if DDP is None:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from torch.nn.parallel import DistributedDataParallel
+        torch.manual_seed(0)
+        mlp = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(4)]).to(device)
+        DDP = DistributedDataParallel(mlp, device_ids=[device.index] if gpu else None, bucket_cap_mb=4)
+        DDP.register_comm_hook(state=None, hook=default_hooks.bf16_compress_hook)
+    DDP(torch.ones(64, 1024, device=device)).sum().backward()
+    made("ddp_step", sum(p.numel() for p in DDP.parameters()), bf)
+
+
+def zero_step():
+    """ZeRO: each rank's gradient shard averaged (reduce_scatter, AVG), then every rank's parameter shard
+    gathered."""
+    shard = 1 << 20
+    grads = t(shard * n, f32)
+    mine = torch.empty(shard, dtype=f32, device=device)
+    dist.reduce_scatter_tensor(mine, grads, op=dist.ReduceOp.AVG)
+    made("reduce_scatter", shard * n, f32)
+    whole = torch.empty(shard * n, dtype=bf, device=device)
+    dist.all_gather_into_tensor(whole, mine.to(bf))
+    made("all_gather", shard, bf)
+
+
 def dump(tag=""):
     """The rank's dump, pickle into OUT/fr<tag>/ and its JSON form into OUT/fr<tag>_json/ (one form a folder, as
     `replay` reads a folder: one dump per rank), each named as torch names them, ending in the rank."""
@@ -205,7 +275,8 @@ def dump(tag=""):
         (out / f"fr{tag}" / f"dump_rank{rank}.pkl").write_bytes(c10d._dump_fr_trace())
 
 
-STEPS = {"tp": tp_step, "pp": pp_step, "moe": moe_step, "mesh": mesh_step}
+STEPS = {"tp": tp_step, "pp": pp_step, "moe": moe_step, "mesh": mesh_step, "moe2d": moe2d_step, "ring": ring_step,
+         "ddp": ddp_step, "zero": zero_step}
 if a.kind == "hang":
     mesh_step()
     sync()
