@@ -29,6 +29,7 @@ from nccl_bench.replay.frgroups import MAX_RANKS, ranks_list
 from nccl_bench.replay.groupnames import Listed, joined
 
 EVENT = "record_param_comms"
+NCCL_KERNEL = ("ncclDevKernel", "ncclKernel")  # how NCCL names its kernels (2.19 on: ncclDevKernel_...)
 
 
 def is_trace(doc) -> bool:
@@ -177,11 +178,14 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
             a, b = _span(k)
             got = by_id.get(k["args"]["External id"])
             by_id[k["args"]["External id"]] = (a, b) if got is None else (min(got[0], a), max(got[1], b))
-    busy = _union([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in doc["traceEvents"]
-                   if isinstance(e, dict) and e.get("cat") == "kernel"
-                   and "Collective name" not in (e.get("args") or {})])
+    every = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel"
+             and isinstance(e.get("args"), dict) and "Collective name" not in e["args"]]
+    # NCCL's own kernels with no call's tag: the transfers of a batch (batch_isend_irecv), launched at the group's
+    # end, outside any call's record; they are the batch's time, not compute beside it
+    untagged = sorted((e for e in every if str(e.get("name", "")).startswith(NCCL_KERNEL)), key=lambda e: e["ts"])
+    busy = _union([_span(e) for e in every if not str(e.get("name", "")).startswith(NCCL_KERNEL)])
     used: dict[tuple, int] = {}
-    ops, spans = [], []
+    ops, spans, cpu_ts = [], [], []
     run: list[int] = []  # the transfers since the last other event: one batch (batch_isend_irecv) where several
     batches = 0
     for e in cpu:
@@ -215,13 +219,36 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
         if name in P2P:
             in_n, out_n = (in_n, 0) if name == "send" else (0, out_n or in_n)
             run.append(len(ops))
+        cpu_ts.append(float(e.get("ts", 0)))
         ops.append(Op(name, key, in_n, out_n, dtype, name=raw, seq=i, root=other if _rooted(name) and other else 0,
                       peer=other if name in P2P else None,
                       duration_us=span[1] - span[0] if span else None,
                       overlap=_overlapped(busy, *span) if span else None, splits=(row,) if row else None))
         spans.append(span)
     _close(ops, run, batches)
+    _transfer_spans(ops, spans, cpu_ts, untagged, busy)
     return ops, spans
+
+
+def _transfer_spans(ops: list[Op], spans: list, cpu_ts: list[float], untagged: list[dict], busy) -> None:
+    """Each batch, and each lone transfer, with no kernel of its own gets the next untagged NCCL kernel that started
+    after it was called: a batch_isend_irecv is one NCCL group, launched as one kernel when the group ends."""
+    k, i = 0, 0
+    while i < len(ops):
+        j = i + 1
+        if ops[i].batch is not None:
+            while j < len(ops) and ops[j].batch == ops[i].batch and ops[j].group == ops[i].group:
+                j += 1
+        if ops[i].collective in P2P and all(spans[x] is None for x in range(i, j)):
+            while k < len(untagged) and float(untagged[k]["ts"]) < cpu_ts[i]:
+                k += 1
+            if k < len(untagged):
+                span = _span(untagged[k])
+                k += 1
+                for x in range(i, j):
+                    spans[x] = span
+                    ops[x] = replace(ops[x], duration_us=span[1] - span[0], overlap=_overlapped(busy, *span))
+        i = j
 
 
 def _span(kernel: dict) -> tuple[float, float]:
@@ -279,10 +306,14 @@ def _ready(wl: Workload, spans: dict[int, list]) -> None:
         for i, op in enumerate(ops):
             # an uneven all_to_all has a different size on each rank: the j-th uneven one of the group is one call
             k = (op.group, op.collective) + (("uneven",) if op.splits is not None else (op.in_count, op.out_count))
+            if op.collective in P2P and op.peer is not None:  # a send's j-th is its peer's j-th receive of its size
+                me = wl.groups[op.group].ranks.index(r)
+                k = (op.group, "p2p", tuple(sorted((me, op.peer))), op.in_count + op.out_count)
             j = seen[k] = seen.get(k, -1) + 1
             nth.setdefault((*k, j), []).append((r, i))
     for k, at in nth.items():
-        if len(at) != len(wl.groups[k[0]].ranks) or any(spans[r][i] is None for r, i in at):
+        members = 2 if k[1] == "p2p" else len(wl.groups[k[0]].ranks)  # a transfer's two ends, or the group
+        if len(at) != members or any(spans[r][i] is None for r, i in at):
             continue
         ready = max(max(spans[r][i][1] for r, i in at) - max(spans[r][i][0] for r, i in at), 0.0)
         for r, i in at:

@@ -32,8 +32,8 @@ for path in sorted(folder.glob("zoo_*.json")):
             if key(r) in ready and r.get("ready_us"):
                 theirs = ready[key(r)]
                 r["ratio"], r["ratio_of"], r["trace_ready_us"] = r["ready_us"] / theirs, "trace's ready", theirs
-    # only against a ready time: a row whose job recorded none (a dump's calls with no trace twin, the transfers of
-    # a batch_isend_irecv, whose kernels torch's profiler does not tag) is not judged, and is counted
+    # only against a ready time: a row whose job recorded none (a dump's calls with no trace twin) is not judged,
+    # and is counted
     READY = ("ready", "trace's ready", "trace_ready")
     judged = [r["ratio"] for r in rows if r.get("ratio") is not None and r.get("ratio_of") in READY]
     unjudged = sum(1 for r in rows if r.get("ratio_of") not in READY)
