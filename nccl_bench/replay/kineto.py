@@ -169,21 +169,7 @@ def _rank_calls(wl: Workload, groups, said, p: Path, r: int, doc: dict) -> tuple
     events = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args"), dict)
               and "Collective name" in e["args"]]
     cpu = sorted((e for e in events if e.get("name") == EVENT), key=lambda e: e.get("ts", 0))
-    kernels: dict[tuple, list[dict]] = {}
-    # a kernel carries its call's "External id": the call's span is its kernels'
-    by_id: dict[int, tuple[float, float]] = {}
-    for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
-        kernels.setdefault(_key(k["args"]), []).append(k)
-        if isinstance(k["args"].get("External id"), int):
-            a, b = _span(k)
-            got = by_id.get(k["args"]["External id"])
-            by_id[k["args"]["External id"]] = (a, b) if got is None else (min(got[0], a), max(got[1], b))
-    every = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel"
-             and isinstance(e.get("args"), dict) and "Collective name" not in e["args"]]
-    # NCCL's own kernels with no call's tag: the transfers of a batch (batch_isend_irecv), launched at the group's
-    # end, outside any call's record; they are the batch's time, not compute beside it
-    untagged = sorted((e for e in every if str(e.get("name", "")).startswith(NCCL_KERNEL)), key=lambda e: e["ts"])
-    busy = _union([_span(e) for e in every if not str(e.get("name", "")).startswith(NCCL_KERNEL)])
+    kernels, by_id, untagged, busy = _kernels(doc, events)
     used: dict[tuple, int] = {}
     ops, spans, cpu_ts = [], [], []
     run: list[int] = []  # the transfers since the last other event: one batch (batch_isend_irecv) where several
@@ -249,6 +235,26 @@ def _transfer_spans(ops: list[Op], spans: list, cpu_ts: list[float], untagged: l
                     spans[x] = span
                     ops[x] = replace(ops[x], duration_us=span[1] - span[0], overlap=_overlapped(busy, *span))
         i = j
+
+
+def _kernels(doc: dict, events: list[dict]):
+    """The trace's kernels as the calls need them: (the kernels of each group and call, in order; each call's span
+    by its "External id", which its kernels carry; NCCL's kernels that carry no call's tag; what else ran)."""
+    kernels: dict[tuple, list[dict]] = {}
+    by_id: dict[int, tuple[float, float]] = {}
+    for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0)):
+        kernels.setdefault(_key(k["args"]), []).append(k)
+        if isinstance(k["args"].get("External id"), int):
+            a, b = _span(k)
+            got = by_id.get(k["args"]["External id"])
+            by_id[k["args"]["External id"]] = (a, b) if got is None else (min(got[0], a), max(got[1], b))
+    every = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel"
+             and isinstance(e.get("args"), dict) and "Collective name" not in e["args"]]
+    # NCCL's own kernels with no call's tag: the transfers of a batch (batch_isend_irecv), launched at the group's
+    # end, outside any call's record; they are the batch's time, not compute beside it
+    untagged = sorted((e for e in every if str(e.get("name", "")).startswith(NCCL_KERNEL)), key=lambda e: e["ts"])
+    busy = _union([_span(e) for e in every if not str(e.get("name", "")).startswith(NCCL_KERNEL)])
+    return kernels, by_id, untagged, busy
 
 
 def _span(kernel: dict) -> tuple[float, float]:
