@@ -94,3 +94,39 @@ def test_bad_input_is_one_line(args, needle):
 def test_a_file_of_another_kind_is_refused(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps({"kind": "init", "schema": SCHEMA_VERSION, "rows": [], "meta": {}}))
     assert "not one the fleet reads" in one_line_error(run(["-m", "nccl_bench", "fleet", str(tmp_path / "x.json")]))
+
+
+def pairs_of(bw: dict[tuple[str, str], float]) -> list:
+    from nccl_bench.fleet.links import Pair
+    return [Pair(a, b, v, "busbw all_reduce 256 MiB", f"{a}-{b}.json") for (a, b), v in bw.items()]
+
+
+def test_a_node_slow_with_every_partner_is_the_node_and_a_pair_slow_alone_is_the_link():
+    from nccl_bench.fleet import links
+    bw = {("n0", "n1"): 10.0, ("n0", "n2"): 10.0, ("n0", "n3"): 10.0, ("n1", "n2"): 47.0, ("n1", "n3"): 48.0,
+          ("n2", "n3"): 20.0, ("n4", "n5"): 47.5, ("n4", "n1"): 48.0, ("n5", "n2"): 46.0}
+    got = links.judge(pairs_of(bw))
+    assert list(got.nodes) == ["n0"] and "3 of 3 pairs" in got.nodes["n0"]
+    assert list(got.links) == ["n2-n3"] and "n2 with its other partners" in got.links["n2-n3"]
+    assert got.reference == 48.0  # the median of the best quarter (2 of 9: 48, 48)
+
+
+def test_one_partner_each_cannot_tell_the_node_from_the_link_and_says_so():
+    from nccl_bench.fleet import links
+    got = links.judge(pairs_of({("a", "b"): 10.0, ("c", "d"): 50.0}), floor=48.0)
+    assert not got.nodes and "neither node measured with another partner" in got.links["a-b"]
+    assert got.source == "the --link-floor given"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 12, 13])
+def test_the_pair_schedule_gives_each_node_k_partners_in_disjoint_rounds(n):
+    from nccl_bench.core.tournament import partners
+    for k in range(1, n):
+        met: dict[int, set] = {i: set() for i in range(n)}
+        for pairs in partners(n, k):
+            flat = [x for p in pairs for x in p]
+            assert len(flat) == len(set(flat))  # a node in one pair a round
+            for a, b in pairs:
+                met[a].add(b)
+                met[b].add(a)
+        assert all(len(v) >= k for v in met.values()), (n, k)

@@ -29,6 +29,8 @@ from nccl_bench.fleet.runoptions import FleetRunOptions
 from nccl_bench.job.cli import Parser, prog
 
 PLAN = "plan.json"  # what the run was asked: a resume must ask the same
+# what a resumed run may change: how it runs, not what it measures
+FREE_ON_RESUME = ("resume", "out", "max_steps", "accept_timeout", "pair_timeout")
 JOURNAL = "steps.jsonl"  # one line per finished step (its time, its exit): the run's own record
 
 
@@ -95,8 +97,8 @@ def make_plan(o: FleetRunOptions, nodes: list[slurmnodes.SlurmNode], how: str) -
             before = json.loads((out / PLAN).read_text())
         except (OSError, ValueError):
             raise UsageError(f"--resume: {out / PLAN} cannot be read: not a fleet run's folder") from None
-        mine = {k: v for k, v in asked["options"].items() if k not in ("resume", "max_steps", "out")}
-        theirs = {k: v for k, v in before.get("options", {}).items() if k not in ("resume", "max_steps", "out")}
+        mine = {k: v for k, v in asked["options"].items() if k not in FREE_ON_RESUME}
+        theirs = {k: v for k, v in before.get("options", {}).items() if k not in FREE_ON_RESUME}
         if before.get("nodes") != asked["nodes"] or mine != theirs or before.get("accept_args") != o.accept_args:
             raise UsageError(f"--resume: {out} was a run of other nodes or options; give the same, or a new --out")
         job_name = before["job_name"]
