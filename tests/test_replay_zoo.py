@@ -304,6 +304,7 @@ def test_a_batchs_transfers_take_the_kernel_nccl_launched_for_the_group():
     wl = shapes("ring", "kineto")
     for r, ops in wl.ranks.items():
         assert ops and all(op.collective in ("send", "recv") and op.batch is not None for op in ops)
+        assert {op.row_collective() for op in ops} == {"send/recv in a batch"}  # its row says so
         assert all(op.duration_us and op.ready_us for op in ops), [(op.duration_us, op.ready_us) for op in ops]
         for send, recv in zip(ops[::2], ops[1::2]):
             assert send.batch == recv.batch and send.duration_us == recv.duration_us

@@ -69,7 +69,11 @@ class Op:
         return max(self.in_count, self.out_count) * self.elt
 
     def row_collective(self) -> str:
-        return SEND_RECV if self.collective in P2P else self.collective
+        """A transfer's row says whether it ran in a batch (one NCCL group with the batch's other transfers, as
+        batch_isend_irecv makes it): its time is the batch's, not one transfer's."""
+        if self.collective in P2P:
+            return SEND_RECV if self.batch is None else f"{SEND_RECV} in a batch"
+        return self.collective
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
