@@ -20,7 +20,7 @@ COMMANDS = {
                "each GPU's copy bandwidth: device to device (HBM), to and from the host (PCIe)"),
     "locate": ("nccl_bench.locate.command", "name the GPU, link or node that drags collectives down: pairs, bisection"),
     "fleet": ("nccl_bench.fleet.command",
-              "which nodes stand out: accept/bench/locate files of many nodes, robust stats"),
+              "which nodes and links stand out, from many nodes' files; `fleet run`: accept a Slurm cluster"),
     "report": ("nccl_bench.report.command",
                "markdown report with plots from result files; --compare: run-to-run ratios"),
     "replay": ("nccl_bench.replay.command", "a job's collectives from its Flight Recorder dumps or profiler trace, "
