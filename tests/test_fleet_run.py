@@ -53,9 +53,10 @@ def test_ctrl_c_resume_then_a_slow_node_and_a_slow_link_are_named_and_nothing_el
         p = s.nodes.start(0, [PY, "-m", "nccl_bench", "fleet", "run", *FAST, "--out", str(run), *ACCEPT],
                           env={**s.env, **ENV, "PYTHONPATH": REPO}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
-        journal, end = run / "steps.jsonl", time.monotonic() + 120
+        journal, end = run / "steps.jsonl", time.monotonic() + 300  # 4 accepts of 2 ranks: 2 minutes under load
         while not (journal.exists() and len(journal.read_text().splitlines()) >= 6) and time.monotonic() < end:
             time.sleep(0.1)  # 4 accepts and 2 pairs done: the third pair is running
+        assert len(journal.read_text().splitlines()) >= 6, journal.read_text()
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=60)
         stopped = left(s)
@@ -92,8 +93,8 @@ def test_a_drained_node_and_a_dead_slurmd_are_named_and_do_not_hold_the_run(tmp_
     with netns.Nodes(3) as nodes, slurm.Slurm(nodes) as s:
         assert s.run(["scontrol", "update", "nodename=nbs2", "state=drain", "reason=fan failure"]).returncode == 0
         t0 = time.monotonic()
-        p = s.nodes.start(0, [PY, "-m", "nccl_bench", "fleet", "run", *FAST, "--accept-timeout", "40",
-                              "--pair-timeout", "30", "--out", str(tmp_path / "run"), *ACCEPT],
+        p = s.nodes.start(0, [PY, "-m", "nccl_bench", "fleet", "run", *FAST, "--max-steps", "2", "--accept-timeout",
+                              "40", "--pair-timeout", "30", "--out", str(tmp_path / "run"), *ACCEPT],
                           env={**s.env, **ENV, "PYTHONPATH": REPO}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
         log = tmp_path / "run" / "logs" / "accept-nbs0.log"
@@ -109,8 +110,10 @@ def test_a_drained_node_and_a_dead_slurmd_are_named_and_do_not_hold_the_run(tmp_
     said = out[-4000:] + err[-2000:]
     assert p.returncode == 1 and not running, said + "\n".join(running)
     assert "BAD node2: out of service in Slurm: drain (fan failure)" in out, said
-    assert "BAD node1: its accept step failed" in out and "BAD node0" not in out, said
-    assert took < 40 + 30, f"the run took {took:.0f} s"  # node1's deadline at most, node0's accept, the verdict
+    # node1's step cannot start where its slurmd is dead: srun says so, or (under load) waits until its deadline
+    assert ("BAD node1: its accept step failed" in out or "BAD node1: silent: no accept within 40 s" in out) \
+        and "BAD node0" not in out, said
+    assert took < 40 + 10 + 30, f"the run took {took:.0f} s"  # node1's deadline, srun's grace, start and verdict
     print(f"\ndrained + dead slurmd: {took:.1f} s; "
           + " | ".join(x[:120] for x in out.splitlines() if x.startswith("BAD")))
 

@@ -61,7 +61,9 @@ def test_skewed_stock_failures_are_counted_not_dropped(tmp_path):
     assert len(rows) == 4 * 3  # failed inits are rows too
     for r in failed:  # kind, operation and time to failure (about the deadline) are kept
         assert r["outcome"] == "hang" and r["failed_op"] == "init" and r["error"]
-        assert 0.9 < r["create_s"] < 3.0 and r["failed_after_s"] >= r["create_s"]
+        # the deadline is the whole init's, the ID exchange's time included: failed at about the deadline, and
+        # create's share is what the exchange left of it (under load the exchange alone took 0.13 s)
+        assert 0.9 < r["failed_after_s"] < 3.0 and 0 < r["create_s"] <= r["failed_after_s"]
         assert r["abort_s"] is not None and r["destroy_s"] is None
     assert f"stock: {len(failed)} of {len(rows)} inits failed (hang {len(failed)})" in proc.stdout
     assert "failed: time to failure" in proc.stdout
