@@ -130,3 +130,16 @@ def test_the_pair_schedule_gives_each_node_k_partners_in_disjoint_rounds(n):
                 met[a].add(b)
                 met[b].add(a)
         assert all(len(v) >= k for v in met.values()), (n, k)
+
+
+def test_steps_past_their_deadline_are_stopped_together_not_one_after_another(tmp_path):
+    """Three silent steps of one wave, each taking 3 s to die after SIGTERM: all three are told at their deadline,
+    the others are not held while one dies (a wave of silent nodes costs one grace, not one each)."""
+    from nccl_bench.fleet import waves
+    script = "trap 'date +%s.%N > {}; sleep 3; exit 1' TERM; sleep 100 & wait"
+    steps = [waves.Step(f"s{i}", ["bash", "-c", script.format(tmp_path / f"term{i}")], 1.0, tmp_path / f"s{i}.log")
+             for i in range(3)]
+    out = waves.run_all(steps, 3, lambda o: None)
+    told = sorted(float((tmp_path / f"term{i}").read_text()) for i in range(3))
+    assert [o.code for o in out] == [None] * 3
+    assert told[-1] - told[0] < 2.5, told  # one after another would be 3 s apart at least

@@ -1,7 +1,7 @@
 """Slurm steps run in waves: at most `at_once` srun processes at a time, each stopped at its own deadline, each
 one's output in its own log. A step past its deadline, and every running step on Ctrl-C, is stopped with SIGTERM,
-which srun turns into cancelling its step on the nodes; SIGKILL after a grace. The caller cancels by job name
-afterwards whatever Slurm still knows (slurmnodes.cancel)."""
+which srun turns into cancelling its step on the nodes; SIGKILL after a grace, the other steps going on meanwhile.
+The caller cancels by job name afterwards whatever Slurm still knows (slurmnodes.cancel)."""
 from __future__ import annotations
 
 import os
@@ -46,9 +46,11 @@ class Outcome:
 
 def run_all(steps: list[Step], at_once: int, done: Callable[[Outcome], None], env: dict | None = None,
             cwd: str | None = None) -> list[Outcome]:
-    """Every step, at most `at_once` at a time; `done` hears each outcome as it comes. Ctrl-C stops every running
-    step, then is raised on."""
+    """Every step, at most `at_once` at a time; `done` hears each outcome as it comes. A step past its deadline gets
+    SIGTERM and, GRACE_S later, SIGKILL, while the others go on: a wave of silent nodes costs one grace, not one
+    each. Ctrl-C stops every running step, then is raised on."""
     pending, running, out = deque(steps), {}, []
+    stopping: dict[subprocess.Popen, float] = {}  # past its deadline: when it was sent SIGTERM
     try:
         while pending or running:
             while pending and len(running) < at_once:
@@ -59,14 +61,19 @@ def run_all(steps: list[Step], at_once: int, done: Callable[[Outcome], None], en
                                          env=env, cwd=cwd, start_new_session=True)  # our Ctrl-C is ours to pass on
                 running[p] = (step, time.monotonic())
             time.sleep(POLL_S)
+            now = time.monotonic()
             for p, (step, t0) in list(running.items()):
-                ended = p.poll() is not None
-                if not ended and time.monotonic() - t0 <= step.deadline_s:
-                    continue
-                if not ended:
-                    stop(p)
+                if p.poll() is None:
+                    if p not in stopping and now - t0 > step.deadline_s:
+                        _signal(p, signal.SIGTERM)  # srun cancels its step
+                        stopping[p] = now
+                    elif p in stopping and now - stopping[p] > GRACE_S:
+                        _signal(p, signal.SIGKILL)
+                        p.wait()
+                    if p.poll() is None:
+                        continue
                 del running[p]
-                outcome = Outcome(step, p.returncode if ended else None, time.monotonic() - t0)
+                outcome = Outcome(step, None if stopping.pop(p, None) is not None else p.returncode, now - t0)
                 out.append(outcome)
                 done(outcome)
     except BaseException:  # Ctrl-C, or any error of ours: no srun of this run is left behind
