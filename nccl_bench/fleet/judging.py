@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nccl_bench.core import figures
@@ -27,6 +27,16 @@ class Settings:
     link_floor: float | None = None
     junit: str | None = None
     picture: bool = True
+
+    def __post_init__(self):
+        if not self.k > 0:
+            raise UsageError(f"--k must be above 0, got {self.k:g}")
+        if not 0 <= self.min_deviation < 1:
+            raise UsageError(f"--min-deviation must be in [0, 1), got {self.min_deviation:g}")
+        if not 0 < self.link_margin < 1:
+            raise UsageError(f"--link-margin must be in (0, 1), got {self.link_margin:g}")
+        if self.link_floor is not None and not self.link_floor > 0:
+            raise UsageError(f"--link-floor must be above 0 GB/s, got {self.link_floor:g}")
 
 
 @dataclass
@@ -52,14 +62,7 @@ def add_arguments(p) -> None:
 
 
 def settings(a) -> Settings:
-    if not a.k > 0:
-        raise UsageError(f"--k must be above 0, got {a.k:g}")
-    if not 0 <= a.min_deviation < 1:
-        raise UsageError(f"--min-deviation must be in [0, 1), got {a.min_deviation:g}")
-    if not 0 < a.link_margin < 1:
-        raise UsageError(f"--link-margin must be in (0, 1), got {a.link_margin:g}")
-    if a.link_floor is not None and not a.link_floor > 0:
-        raise UsageError(f"--link-floor must be above 0 GB/s, got {a.link_floor:g}")
+    """The verdict's settings from add_arguments' flags; a bad value is one line, by its flag."""
     return Settings(a.k, a.min_deviation, a.link_margin, a.link_floor, a.junit, not a.no_picture)
 
 
@@ -90,7 +93,7 @@ def judge(files: list[str], out: Path, s: Settings, known: Known | None = None, 
         write(out, s, nodes, table, bad, stats, net)
     except OSError as e:  # a full disk: the verdict's files go to the temporary folder, and that is said
         kept = Path(tempfile.mkdtemp(prefix="nccl-bench-fleet-"))
-        s = Settings(**{**s.__dict__, "junit": None if s.junit is None else str(kept / Path(s.junit).name)})
+        s = replace(s, junit=None if s.junit is None else str(kept / Path(s.junit).name))
         write(kept, s, nodes, table, bad, stats, net)
         print(f"cannot write {out} ({e.strerror or e}); the fleet's verdict is kept in {kept}", file=sys.stderr,
               flush=True)
