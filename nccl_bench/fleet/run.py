@@ -73,8 +73,9 @@ def main(argv: list[str]) -> int:
         accepted = accept_nodes(plan)
         failed_pairs = measure_pairs(plan, accepted)
     except BaseException:
-        slurmnodes.cancel(plan.job_name)  # whatever Slurm still runs of ours: Ctrl-C leaves nothing
-        print(f"fleet run: stopped; every step of it cancelled; `--resume --out {plan.out}` continues", flush=True)
+        left = slurmnodes.cancel(plan.job_name)  # whatever Slurm still runs of ours: Ctrl-C leaves nothing
+        print("fleet run: stopped; every step of it cancelled" + (f" ({left} still ending in Slurm)" if left else "")
+              + f"; `--resume --out {plan.out}` continues", flush=True)
         raise
     known = judging.Known(nodes={n.host: [f"out of service in Slurm: {n.state}" + (f" ({n.reason})" if n.reason
                                                                                    else "")] for n in down})

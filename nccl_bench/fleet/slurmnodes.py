@@ -114,18 +114,37 @@ def srun(nodes: list[SlurmNode], tasks_per_node: int, job_name: str, partition: 
             "--kill-on-bad-exit=1", *(["--partition", partition] if partition else []), *extra]
 
 
-def cancel(job_name: str, env=os.environ) -> None:
-    """Every job or step of this run that is still known to Slurm, cancelled. Inside an allocation the steps are
-    that job's steps (scancel by their ids); outside, each srun was its own job (scancel by name)."""
+def cancel(job_name: str, env=os.environ, wait_s: float = 20.0) -> int:
+    """Every job or step of this run that is still known to Slurm, cancelled, and waited for until Slurm has let
+    them go (cancelling ends them asynchronously: a job shows COMPLETING for Slurm's KillWait), at most `wait_s`.
+    Inside an allocation the steps are that job's steps (scancel by their ids); outside, each srun was its own job
+    (scancel by name). Returns how many Slurm still lists."""
+    import time
+    end = time.monotonic() + wait_s
+    sent = False
+    while True:
+        ours = _ours(job_name, env)
+        if ours is None or not ours:
+            return 0
+        if not sent:
+            try:
+                subprocess.run(["scancel", *ours] if env.get("SLURM_JOB_ID") else ["scancel", f"--name={job_name}"],
+                               capture_output=True, timeout=QUERY_S)
+            except (OSError, subprocess.TimeoutExpired):
+                return len(ours)  # the controller is gone: nothing more can be asked of it
+            sent = True
+        if time.monotonic() > end:
+            return len(ours)
+        time.sleep(0.5)
+
+
+def _ours(job_name: str, env) -> list[str] | None:
+    """The ids of this run's jobs (outside an allocation) or steps (inside one) that Slurm lists; None if it does
+    not answer."""
     job = env.get("SLURM_JOB_ID")
+    argv = ["squeue", "-h", "-s", "-j", job, "-o", "%i %j"] if job else ["squeue", "-h", "-n", job_name, "-o", "%i %j"]
     try:
-        if job:
-            steps = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"], capture_output=True, text=True,
-                                   timeout=QUERY_S).stdout.split("\n")
-            ids = [s.split()[0] for s in steps if s.split()[1:2] == [job_name]]
-            if ids:
-                subprocess.run(["scancel", *ids], capture_output=True, timeout=QUERY_S)
-        else:
-            subprocess.run(["scancel", f"--name={job_name}"], capture_output=True, timeout=QUERY_S)
+        lines = subprocess.run(argv, capture_output=True, text=True, timeout=QUERY_S).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
-        pass  # the controller is gone: nothing of ours can be running under it
+        return None
+    return [x.split()[0] for x in lines if x.split()[1:2] == [job_name]]
