@@ -260,8 +260,8 @@ def test_slower_means_beyond_both_spreads_and_the_margin(here_us, margin, slower
     assert row.ratio == pytest.approx(here_us / 100.0) and row.slower is slower
 
 
-# --- the shapes model code uses (issue 70), recorded on 2 x H200: tests/fixtures/zoo_h200x2 ----------------------
-SHAPES = REPO / "tests" / "fixtures" / "zoo_h200x2"
+# --- the shapes model code uses (issue 70), recorded on 4 x H200: tests/fixtures/zoo/{moe2d,ring,ddp,zero} --------
+SHAPES = REPO / "tests" / "fixtures" / "zoo"
 
 
 def shapes(kind: str, form: str):
@@ -309,3 +309,17 @@ def test_a_batchs_transfers_take_the_kernel_nccl_launched_for_the_group():
         for send, recv in zip(ops[::2], ops[1::2]):
             assert send.batch == recv.batch and send.duration_us == recv.duration_us
             assert send.overlap == 0.0  # its own kernel is not compute beside it
+
+
+def test_a_ring_hops_ready_time_is_its_batchs_not_its_late_neighbours_wait():
+    """A ring hop on 4 GPUs: each rank's one kernel sends to the next and receives from the previous. The ranks
+    start it up to 200 us apart, and a send may end before its receiver starts (NCCL writes into the receiver's
+    buffer). Counting only a transfer's two ends made a pair whose other neighbour started late read 134-220 us
+    for a hop whose kernels move 2 MiB in about 20: now every transfer of the hop has the hop's time, each kernel
+    from when it and its sender had started, the slowest."""
+    wl = shapes("ring", "kineto")
+    for hop in range(len(wl.ranks[0]) // 2):  # each hop: a send and a receive on every rank
+        ready = {op.ready_us for ops in wl.ranks.values() for op in ops[2 * hop:2 * hop + 2]}
+        shortest = min(ops[2 * hop].duration_us for ops in wl.ranks.values())
+        assert len(ready) == 1, (hop, ready)  # the hop's, on every rank and both ways
+        assert shortest <= ready.pop() <= 2 * shortest, hop

@@ -144,6 +144,7 @@ class BenchRanks:
         """Every (type, op, root) of one collective swept; rank 0 prints each row the moment it is measured.
         The rows measured stay this rank's even when a later point fails."""
         from nccl_bench.measure.sweep import Sweep  # the engine needs torch: loaded where the job runs
+        mark("sweep-imported")
         o, group, recorder = self.o, self.group, self._recorder()
         progress = sys.stderr.isatty() and self.job.rank == 0
         printed = None

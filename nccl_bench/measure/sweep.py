@@ -28,6 +28,7 @@ from nccl_bench.core import markers, stats
 from nccl_bench.measure.collectives import Collective, Layout
 from nccl_bench.measure.datacheck import count_wrong, fill
 from nccl_bench.core.deadline import Deadline
+from nccl_bench.core.startmarks import mark
 from nccl_bench.records.bench import PLACES, BenchRow, Placement
 from nccl_bench.measure import tail
 from nccl_bench.measure.sweepplan import SweepPlan
@@ -239,13 +240,16 @@ class Sweep:
         numel = max(max(lay.send, lay.recv) for lay in self.layouts) + p.unalign
         send_buf, recv_buf = self.comm.alloc(numel, self.dtype), self.comm.alloc(numel, self.dtype)
         handles = self.comm.register([send_buf, recv_buf], p.register) if p.register else []
+        mark("buffers")  # the first row's way, in steps (tests/gpu/startup.py timeline)
         try:
             self._warm_up(send_buf, recv_buf)
+            mark("warmed")
             for cycle in range(p.cycles):
                 for i, lay in enumerate(self.layouts):
                     self._show(i, lay, cycle)
                     with markers.span("size", bytes=lay.bytes, collective=self.coll.name, cycle=cycle):
                         mine = self._size(send_buf, recv_buf, lay)
+                    mark("measured")
                     emit(cycle, i, lay, mine)
             self._show(None, None)
         finally:

@@ -27,6 +27,7 @@ from nccl_bench.replay.workload import P2P, Group, Op, Workload
 from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES
 from nccl_bench.replay.frgroups import MAX_RANKS, ranks_list
 from nccl_bench.replay.groupnames import Listed, joined
+from nccl_bench.replay.readytimes import ready_times
 
 EVENT = "record_param_comms"
 NCCL_KERNEL = ("ncclDevKernel", "ncclKernel")  # how NCCL names its kernels (2.19 on: ncclDevKernel_...)
@@ -93,7 +94,7 @@ def read(paths: list[Path]) -> Workload:
     if not any(wl.ranks.values()):
         raise UsageError(f"{paths[0]}: the profiler trace holds no NCCL collective ({EVENT} events)")
     if 0 < wl.nranks <= gpus and len(first_file) == wl.nranks:  # one node: one clock for every trace
-        _ready(wl, spans)
+        ready_times(wl, spans)
     else:
         wl.notes.append("ready times not taken: the traces may come from several nodes (several clocks)")
     wl.groups = {k: g for k, g in groups.items() if any(op.group == k for ops in wl.ranks.values() for op in ops)}
@@ -300,30 +301,6 @@ def _overlapped(busy: list[tuple[float, float]], a: float, b: float) -> float:
         covered += max(0.0, min(b, busy[i][1]) - max(a, busy[i][0]))
         i += 1
     return covered / (b - a)
-
-
-def _ready(wl: Workload, spans: dict[int, list]) -> None:
-    """Each call's ready time: its last end less its latest start over its group's ranks (the j-th call of that
-    group, collective and size on each), the same on each of them. The last end, not each rank's: a rooted or
-    point-to-point call's senders may finish before the last rank starts."""
-    nth: dict[tuple, list[tuple[int, int]]] = {}
-    for r, ops in wl.ranks.items():
-        seen: dict[tuple, int] = {}
-        for i, op in enumerate(ops):
-            # an uneven all_to_all has a different size on each rank: the j-th uneven one of the group is one call
-            k = (op.group, op.collective) + (("uneven",) if op.splits is not None else (op.in_count, op.out_count))
-            if op.collective in P2P and op.peer is not None:  # a send's j-th is its peer's j-th receive of its size
-                me = wl.groups[op.group].ranks.index(r)
-                k = (op.group, "p2p", tuple(sorted((me, op.peer))), op.in_count + op.out_count)
-            j = seen[k] = seen.get(k, -1) + 1
-            nth.setdefault((*k, j), []).append((r, i))
-    for k, at in nth.items():
-        members = 2 if k[1] == "p2p" else len(wl.groups[k[0]].ranks)  # a transfer's two ends, or the group
-        if len(at) != members or any(spans[r][i] is None for r, i in at):
-            continue
-        ready = max(max(spans[r][i][1] for r, i in at) - max(spans[r][i][0] for r, i in at), 0.0)
-        for r, i in at:
-            wl.ranks[r][i] = replace(wl.ranks[r][i], ready_us=ready)
 
 
 def _key(args: dict) -> tuple:

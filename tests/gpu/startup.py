@@ -114,7 +114,8 @@ def contexts() -> str:
     return "\n".join(lines)
 
 
-MILESTONES = ("driver python", "python", "store", "met", "cuda", "nccl-imported", "ids", "init", "row")
+MILESTONES = ("driver python", "python", "store", "met", "cuda", "nccl-imported", "ids", "init", "sweep-imported",
+              "buffers", "warmed", "measured", "row")
 
 
 def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> str:
@@ -139,6 +140,7 @@ def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> st
             rows_theirs.append(timed(theirs, env=env)["first_row_s"])
         lines.append(f"== {name}: our row {med(rows_ours)} s (runs {rows_ours}), nccl-tests row {med(rows_theirs)} s"
                      f" (runs {rows_theirs})")
+        lines += nccl_init_timings(name, ours, theirs, env)
         lines.append(f"  {'milestone':16s} {'first rank s':>12s} {'last rank s':>11s}   (medians over {REPS} runs)")
         for what in MILESTONES:
             firsts = [min(p[what]) for p in runs if what in p]
@@ -146,6 +148,23 @@ def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> st
             if firsts:
                 lines.append(f"  {what:16s} {med(firsts):>12.3f} {med(lasts):>11.3f}")
     return "\n".join(lines)
+
+
+def nccl_init_timings(name: str, ours: list[str], theirs: list[str], env: dict) -> list[str]:
+    """One more run of each tool with NCCL's INIT log (NCCL_DEBUG_FILE, the same for both): NCCL's own account
+    of its communicator's init per rank ("Init timings"), the part of the first row NCCL spends."""
+    lines = []
+    for tool, cmd in (("ours", ours), ("nccl-tests", theirs)):
+        stem = OUT / f"ncclinit.{re.sub(r'[^a-z0-9]+', '_', name.lower())}.{tool}"
+        for old in OUT.glob(stem.name + ".*"):
+            old.unlink()
+        r = timed(cmd, env={**env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT",
+                            "NCCL_DEBUG_FILE": f"{stem}.%h.%p"})
+        said = sorted(m.group(0) for f in OUT.glob(stem.name + ".*") for m in
+                      re.finditer(r"Init timings.*", f.read_text(errors="replace")))
+        lines.append(f"  {tool} with NCCL's INIT log: row {r['first_row_s']} s, {len(said)} rank(s) said")
+        lines += [f"    {t}" for t in said[:8]]
+    return lines
 
 
 def env_with_nccltests() -> dict:

@@ -7,6 +7,7 @@
 # rows. $OUT/zoo_shapes.tgz holds the recordings in the committed layout (tests/fixtures/zoo/<kind>/), the replays'
 # JSON and the logs; a table last.
 #   bash tests/gpu/zoo_shapes.sh        (on nvidia-h200-x4 for the committed zoo; on fewer GPUs, a preview)
+#   FROM=tests/fixtures/zoo bash tests/gpu/zoo_shapes.sh   (the committed recordings replayed and judged, none made)
 set -u
 source tests/gpu/env.sh
 N=$(nvidia-smi -L | wc -l)
@@ -18,6 +19,7 @@ KINDS="moe2d ring ddp zero"
 echo "== $(date -u) $N GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
 for kind in $KINDS; do
+  [ -n "${FROM:-}" ] && { cp -r "$FROM/$kind" $W/zoo/; echo "== $kind from $FROM"; continue; }
   echo "== record $kind"
   timeout 150 python3 -m torch.distributed.run --standalone --nproc-per-node $N tests/gpu/zoo.py $kind $W/zoo/$kind
   echo "exit $?"
@@ -32,7 +34,7 @@ done
 } > $L 2>&1
 python3 tests/gpu/replay_zoo_judge.py $W/replay > $W/summary.txt 2>&1
 grep -h "SLOWER" $W/log.txt | grep -v "^#" | head -20 >> $W/summary.txt
-gzip -9 $W/zoo/*/kineto/*.json && for f in $W/zoo/*/kineto/*.json.gz; do mv "$f" "${f%.json.gz}.pt.trace.json.gz"; done
+[ -z "${FROM:-}" ] && gzip -9 $W/zoo/*/kineto/*.json && for f in $W/zoo/*/kineto/*.json.gz; do mv "$f" "${f%.json.gz}.pt.trace.json.gz"; done
 tar czf $OUT/zoo_shapes.tgz -C $W zoo replay log.txt summary.txt
 cp $W/summary.txt $OUT/summary.txt
 head -c 9000 $W/summary.txt
