@@ -162,9 +162,11 @@ class Sweep:
         if self.plan.check:  # as nccl-tests' initData: the check's kernels load (lazily) before anything is timed
             lay = self.layouts[0]
             self._check(*_views(send_buf, recv_buf, lay, False, self.plan.unalign), lay)
+            mark("checked")
         # Then the line-up, after the check: its first call sets up NCCL's connections for it, and it takes up
         # the check's skew between a root and its peers, so neither lands in a timed loop (docs/validation.md)
         self._line_up()
+        mark("lined-up")
         n = self.plan.timing.warmup
         if not n:
             return
@@ -196,8 +198,11 @@ class Sweep:
         for _ in range(self.plan.check):
             recv.zero_()  # inputs are >= 1: a result never written shows up as wrong
             fill(send, self.job.rank, self.plan.op, self.job.nranks)
+            mark("filled")
             self.comm.prepare(self.coll.method, send, recv, stream=self.stream, **self._args(lay))()
+            mark("launched")
             self._wait()
+            mark("collective")
             wrong += count_wrong(recv, segments, self.plan.op, self.job.nranks)
         return wrong
 

@@ -115,7 +115,7 @@ def contexts() -> str:
 
 
 MILESTONES = ("driver python", "python", "store", "met", "cuda", "nccl-imported", "ids", "init", "sweep-imported",
-              "buffers", "warmed", "measured", "row")
+              "buffers", "filled", "launched", "collective", "checked", "lined-up", "warmed", "measured", "row")
 
 
 def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> str:
@@ -155,12 +155,14 @@ def nccl_init_timings(name: str, ours: list[str], theirs: list[str], env: dict) 
     of its communicator's init per rank ("Init timings"), the part of the first row NCCL spends."""
     lines = []
     for tool, cmd in (("ours", ours), ("nccl-tests", theirs)):
-        stem = OUT / f"ncclinit.{re.sub(r'[^a-z0-9]+', '_', name.lower())}.{tool}"
-        for old in OUT.glob(stem.name + ".*"):
+        logs = Path("/tmp/ncclinit")  # one file per rank: beside $OUT, not in it (tar them to keep them)
+        logs.mkdir(exist_ok=True)
+        stem = logs / f"ncclinit.{re.sub(r'[^a-z0-9]+', '_', name.lower())}.{tool}"
+        for old in logs.glob(stem.name + ".*"):
             old.unlink()
         r = timed(cmd, env={**env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT",
                             "NCCL_DEBUG_FILE": f"{stem}.%h.%p"})
-        said = sorted(m.group(0) for f in OUT.glob(stem.name + ".*") for m in
+        said = sorted(m.group(0) for f in logs.glob(stem.name + ".*") for m in
                       re.finditer(r"Init timings.*", f.read_text(errors="replace")))
         lines.append(f"  {tool} with NCCL's INIT log: row {r['first_row_s']} s, {len(said)} rank(s) said")
         lines += [f"    {t}" for t in said[:8]]
