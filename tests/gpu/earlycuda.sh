@@ -11,7 +11,7 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/gpu/env.sh
 GPUS=$(nvidia-smi -L | wc -l); REPS=${REPS:-5}
-W=$OUT/earlycuda && rm -rf $W && mkdir -p $W
+W=/tmp/earlycuda && rm -rf $W && mkdir -p $W  # $OUT gets a tarball and the table: a machine sends back a few files
 python3 -m zipfile -e .whl/mpi/mpich-*.whl /tmp/mpich-whl && chmod +x /tmp/mpich-whl/mpich-*.data/data/bin/*
 export PATH=$(ls -d /tmp/mpich-whl/mpich-*.data/data)/bin:$PATH
 export LD_LIBRARY_PATH=$(ls -d /tmp/mpich-whl/mpich-*.data/data)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -27,7 +27,7 @@ for rep in $(seq 0 $REPS); do
     echo "$v $rep $t0" >> $W/starts
   done
 done
-python3 - "$W" <<'PY'
+python3 - "$W" > $W/table.txt <<'PY'
 import collections, glob, os, statistics, sys
 w = sys.argv[1]
 starts = {(v, int(r)): float(t) for v, r, t in (l.split() for l in open(f"{w}/starts"))}
@@ -62,3 +62,6 @@ for v in ("first", "ext"):  # rep 1 ran with -X importtime: the imports that too
         top = sorted(rows, reverse=True)[:4]
         print(f"{v} {os.path.basename(f)} slowest imports (self us): " + ", ".join(f"{m} {us}" for us, m in top))
 PY
+tar czf $OUT/earlycuda.tgz -C /tmp earlycuda
+cp $W/table.txt $OUT/earlycuda_table.txt
+cat $W/table.txt
