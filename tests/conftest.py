@@ -34,16 +34,16 @@ EXPECTED_S = {
 }
 
 
-# Tests that must not run beside each other, put in one lane one after the other: locate's CPU model judges a
-# same-node pair against its class, and with fleet run's 4-node cluster (and a busy core) beside it one same-node
-# direction read 0.04-0.06 GB/s in all 30 of its samples (class 0.7), three times in busy-loop runs, and was named a
-# GPU; alone or beside the busy core only, 0 of 5 (2026-11-28)
-APART = ("test_fleet_run.py::test_ctrl_c_resume", "test_multinode.py::test_locate_across_nodes")
+# A test that must not run beside another (helpers.apart holds them apart) goes last, where its lane is reached
+# after the long tests that start the lanes: locate's CPU model judges a same-node pair against its class, and
+# beside fleet run's 4-node cluster and a busy core one same-node direction read 0.04-0.06 GB/s in all 30 of its
+# samples (class 0.7) and was named a GPU, in 3 of 7 such runs; alone or beside the busy core only, 0 of 3
+# (2026-11-28). Last, it rarely waits for the lock.
+LAST = ("test_multinode.py::test_locate_across_nodes",)
 
 
-def lane_of(item) -> str | None:
-    name = f"{Path(str(item.fspath)).name}::{item.name}"
-    return "apart" if name.startswith(APART) else None
+def goes_last(item) -> bool:
+    return f"{Path(str(item.fspath)).name}::{item.name}".startswith(LAST)
 
 
 def expected_s(item) -> float:
@@ -53,23 +53,23 @@ def expected_s(item) -> float:
 
 def pytest_collection_modifyitems(config, items):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    long = sorted((it for it in items if expected_s(it)), key=expected_s, reverse=True)
+    last = [it for it in items if goes_last(it)]
+    first = [it for it in items if not goes_last(it)]
+    long = sorted((it for it in first if expected_s(it)), key=expected_s, reverse=True)
     if workers < 2:  # one process: longest first is all there is to do
-        items[:] = long + [it for it in items if not expected_s(it)]
+        items[:] = long + [it for it in first if not expected_s(it)] + last
         return
-    lanes, load, placed = [[] for _ in range(workers)], [0.0] * workers, {}
+    lanes, load = [[] for _ in range(workers)], [0.0] * workers
     for it in long:
-        k = placed.get(lane_of(it), load.index(min(load)))
-        if lane_of(it):
-            placed[lane_of(it)] = k
+        k = load.index(min(load))
         lanes[k].append(it)
         load[k] += expected_s(it)
-    rest, left = [it for it in items if not expected_s(it)], len(items)
+    rest, left = [it for it in first if not expected_s(it)], len(items)
     for k in range(workers):  # the sizes worksteal cuts: what is left over the workers left, in turn
         size = left // (workers - k)
         take = max(size - len(lanes[k]), 0)
         lanes[k] += rest[:take]
         rest = rest[take:]
         left -= size
-    lanes[-1] += rest
+    lanes[-1] += rest + last
     items[:] = [it for lane in lanes for it in lane]

@@ -1,6 +1,8 @@
 """Run real jobs as subprocesses, and prove none of their processes outlive them."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -9,6 +11,15 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def apart(name: str):
+    """Held by tests that must not run beside each other on this machine (timing judged on a CPU model beside a
+    cluster that loads it: tests/conftest.py LAST), whatever worker or run they are in."""
+    with open(Path("/tmp") / f"nccl-bench-tests-{name}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+        yield
 TOKEN_VAR = "NCCL_BENCH_TEST_TOKEN"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import netns
 import slurm
-from helpers import REPO
+from helpers import REPO, apart
 from nccl_bench import records
 
 WHY_NOT = netns.why_not() or slurm.why_not()
@@ -49,7 +49,7 @@ def test_ctrl_c_resume_then_a_slow_node_and_a_slow_link_are_named_and_nothing_el
     # in Slurm), resumed to its clean verdict; then a node and a link shaped, and the pairs measured again
     t0 = time.monotonic()
     run = tmp_path / "run"
-    with netns.Nodes(4) as nodes, slurm.Slurm(nodes) as s:
+    with apart("cluster-beside-locate"), netns.Nodes(4) as nodes, slurm.Slurm(nodes) as s:
         p = s.nodes.start(0, [PY, "-m", "nccl_bench", "fleet", "run", *FAST, "--out", str(run), *ACCEPT],
                           env={**s.env, **ENV, "PYTHONPATH": REPO}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)

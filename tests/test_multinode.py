@@ -13,7 +13,7 @@ import pytest
 
 import netns
 import slurm
-from helpers import REPO
+from helpers import REPO, apart
 from nccl_bench import records
 
 WHY_NOT = netns.why_not()
@@ -164,7 +164,7 @@ def test_locate_across_nodes_names_a_shaped_link_not_a_gpu(tmp_path):
     # end from the receiving one; two ranks per node tell the link from the GPU.
     located = tmp_path / "locate.json"
     t0 = time.monotonic()
-    with slurm_nodes(3) as (nodes, s):
+    with apart("cluster-beside-locate"), slurm_nodes(3) as (nodes, s):  # not beside fleet run's cluster
         nodes.shape(1, "8mbit")
         # the fastest of 10 per direction: a CPU-heavy job beside (CI) slowed both of 2 on one same-node pair, and
         # with fleet run's 4-node test at the same time, all 5 of another (3 -> 2 at 0.06 GB/s, its class 0.7)
