@@ -146,8 +146,8 @@ def test_a_node_cut_off_mid_run_ends_the_run_names_it_and_resume_completes(tmp_p
     with slurm_nodes(2) as (nodes, s):  # the link is back (new links): resume, this time under Slurm
         code, out, err = finish(srun(s, 1, [*args, "--resume"]), 90)[0]
         # exit 1: the run holds the rounds the partition failed; every one is there once, and no other failed
-        table = next(x.split() for x in out.splitlines() if x.startswith("scoped "))
-        assert code == 1 and table[1] == "120", out[-3000:] + err[-2000:]
+        table = next((x.split() for x in out.splitlines() if x.startswith("scoped ")), None)
+        assert code == 1 and table and table[1] == "120", f"exit {code}\n{out[-3000:]}\n--- stderr:\n{err[-3000:]}"
     assert not nodes.leftovers()
     every = rounds(journal)
     ok = [r for r in every if r["verdict"] == "ok"]
