@@ -36,9 +36,9 @@ EXPECTED_S = {
 
 # A test that must not run beside another (helpers.apart holds them apart) goes last, where its lane is reached
 # after the long tests that start the lanes: locate's CPU model judges a same-node pair against its class, and
-# beside fleet run's 4-node cluster and a busy core one same-node direction read 0.04-0.06 GB/s in all 30 of its
-# samples (class 0.7) and was named a GPU, in 3 of 7 such runs; alone or beside the busy core only, 0 of 3
-# (2026-11-28). Last, it rarely waits for the lock.
+# beside fleet run's 4-node cluster on a machine loaded far past its 2 cores, one same-node direction read
+# 0.04-0.06 GB/s in all 30 of its samples (class 0.7) and was named a GPU, in 3 of 7 runs; without that cluster,
+# 0 of 3 (2026-11-28). Last, it rarely waits for the lock.
 LAST = ("test_multinode.py::test_locate_across_nodes",)
 
 
