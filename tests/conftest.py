@@ -42,13 +42,17 @@ EXPECTED_S = {
 LAST = ("test_multinode.py::test_locate_across_nodes",)
 
 
+def item_name(item) -> str:
+    """file::test, as EXPECTED_S and LAST name tests."""
+    return f"{Path(str(item.fspath)).name}::{item.name}"
+
+
 def goes_last(item) -> bool:
-    return f"{Path(str(item.fspath)).name}::{item.name}".startswith(LAST)
+    return item_name(item).startswith(LAST)
 
 
 def expected_s(item) -> float:
-    name = f"{Path(str(item.fspath)).name}::{item.name}"
-    return next((s for prefix, s in EXPECTED_S.items() if name.startswith(prefix)), 0.0)
+    return next((s for prefix, s in EXPECTED_S.items() if item_name(item).startswith(prefix)), 0.0)
 
 
 def pytest_collection_modifyitems(config, items):
