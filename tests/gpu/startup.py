@@ -14,8 +14,13 @@ alternated ours then theirs, REPS times in one call, judged by the ratio of medi
 STARTUP_REPS sets the alternations (default 3); one untimed run of each command comes first (rep -1, outside the
 medians). tests/gpu/startup.sh runs issue 59's acceptance with these in two calls.
 nccl-tests comes from tests/gpu/nccltests.sh (carry .nccltests/ and .whl/mpi/). Logs and a JSON of every
-timing under $OUT; a table last. Our stderr is a pseudo-terminal, as a user's is, so the lines meant for a
-terminal are timed too.
+timing under $OUT; a table last. Both tools write to pseudo-terminals, as to a user's: a C program's stdout is then
+line-buffered and ours shows its terminal lines, so what is timed is what a user sees.
+
+A row is timed when it is whole: size, count, type, redop, root and the eight numbers, its line ended. nccl-tests
+prints a row's first five columns before it runs the size (writeBenchmarkLinePreamble) and its numbers after; under
+mpiexec those columns reached the terminal 0.02-0.28 s before its first collective had connected (session 6,
+NCCL's timestamped log), and a first match on them timed nccl-tests' row before it had measured anything.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ from pathlib import Path
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
 NTD = Path("/tmp/nccltests")
 REPS = int(os.environ.get("STARTUP_REPS", 3))  # pairs per case; at least 3
-ROW = re.compile(rb"^\s+\d+\s+\d+\s+\w+\s+\w+")  # a table row: size, count, type, redop
+# a whole table row: size, count, type, redop, root, then out-of-place and in-place time, algbw, busbw, #wrong
+ROW = re.compile(rb"^\s+\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(\s+\S+){8}\s*$")
 GPUS = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
 FIRST = ["-b", "8", "-e", "8", "-n", "1", "-w", "0"]
 SWEEP = ["-b", "8", "-e", "8G", "-f", "2"]
@@ -41,13 +47,15 @@ SWEEP = ["-b", "8", "-e", "8G", "-f", "2"]
 def timed(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit: float = 300) -> dict:
     """Run `cmd`; seconds to its first table row, its first stderr line and its exit (None: never)."""
     master, slave = pty.openpty()
+    out_master, out_slave = pty.openpty()
     wall0 = time.time()
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, cwd=cwd, env=env)
+    proc = subprocess.Popen(cmd, stdout=out_slave, stderr=slave, cwd=cwd, env=env)
     os.close(slave)
+    os.close(out_slave)
     first_row = first_err = None
     out, err = b"", b""
-    streams = {proc.stdout.fileno(): "out", master: "err"}
+    streams = {out_master: "out", master: "err"}
     while streams and time.monotonic() - t0 < limit:
         ready, _, _ = select.select(list(streams), [], [], 0.5)
         for fd in ready:
@@ -61,7 +69,7 @@ def timed(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit
             now = time.monotonic() - t0
             if streams[fd] == "out":
                 out += chunk
-                if first_row is None and any(ROW.match(line) for line in out.splitlines()):
+                if first_row is None and any(ROW.match(line) for line in out.split(b"\n")[:-1]):  # ended lines
                     first_row = now
             else:
                 err += chunk
@@ -76,6 +84,7 @@ def timed(cmd: list[str], cwd: str | None = None, env: dict | None = None, limit
         code = proc.wait()
     took = time.monotonic() - t0
     os.close(master)
+    os.close(out_master)
     with open(OUT / "startup.log", "ab") as log:
         log.write(f"\n$ {' '.join(cmd)}  (exit {code}, {took:.2f} s)\n".encode() + out[-4000:] + b"\n--- stderr\n"
                   + err[-4000:])
