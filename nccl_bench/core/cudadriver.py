@@ -180,6 +180,7 @@ def init_early(local_rank: int) -> None:
             local_gpu(local_rank)
         except Exception:  # the caller's own gpu() call meets it again and says it
             pass
+    mark("cuda-start")
     thread = threading.Thread(target=make, name="nb-cuda-init", daemon=True)
     thread.start()
     atexit.register(thread.join, EXIT_WAIT_S)

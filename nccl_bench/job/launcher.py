@@ -13,6 +13,7 @@ import uuid
 from nccl_bench import NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
 from nccl_bench.core import cudadriver, private
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
+from nccl_bench.core.startmarks import mark
 from nccl_bench.job import reaping, workers
 
 
@@ -197,6 +198,7 @@ def _run(nranks: int, argv: list[str], start: str, max_restarts: int, failures: 
         store_file = os.path.join(folder, f"store.{restart}")
         ranks: list[workers.Rank] = []
         try:
+            mark("forking")
             workers.start(ranks, nranks, argv,
                           lambda r: workers.rank_env(r, nranks, run_id, restart, max_restarts, store_file),
                           None if start == "exec" else _rank_entry, start)
@@ -223,6 +225,7 @@ def _rank_entry(env: dict, argv: list[str]) -> None:
     """A rank forked from the warm server: its environment (the server's is the launcher's at its start),
     then its module."""
     os.environ.update(env)
+    mark("forked")
     run_module(argv)
 
 

@@ -10,6 +10,7 @@ alternated ours then theirs, REPS times in one call, judged by the ratio of medi
     python3 tests/gpu/startup.py contexts  # CUDA's start on each GPU alone, twice: what a GPU's first use costs
     python3 tests/gpu/startup.py timeline  # the first row under each launcher, ours alternated with nccl-tests,
                                            # each rank's milestones (NCCL_BENCH_START_MARKS) from the launch
+    python3 tests/gpu/startup.py marks     # those milestones of ours alone (own launcher), no nccl-tests
 
 STARTUP_REPS sets the alternations (default 3); one untimed run of each command comes first (rep -1, outside the
 medians). tests/gpu/startup.sh runs issue 59's acceptance with these in two calls.
@@ -123,8 +124,9 @@ def contexts() -> str:
     return "\n".join(lines)
 
 
-MILESTONES = ("driver python", "python", "store", "met", "cuda", "nccl-imported", "ids", "init", "sweep-imported",
-              "buffers", "filled", "launched", "collective", "checked", "lined-up", "warmed", "measured", "row")
+MILESTONES = ("driver python", "driver forking", "forked", "python", "cuda-start", "store", "met", "cuda",
+              "nccl-imported", "ids", "init", "sweep-imported", "buffers", "filled", "launched", "collective",
+              "checked", "lined-up", "warmed", "measured", "row")
 
 
 def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> str:
@@ -146,10 +148,11 @@ def timeline(env: dict, launchers: list[tuple[str, list[str], list[str]]]) -> st
             runs.append(per)
             with open(OUT / "startmarks_all.txt", "a") as f:
                 f.write(f"== {name} rep {rep} (wall0 {r['wall0']:.6f})\n" + marks_file.read_text())
-            rows_theirs.append(timed(theirs, env=env)["first_row_s"])
+            if theirs:  # none: ours alone (`marks`)
+                rows_theirs.append(timed(theirs, env=env)["first_row_s"])
         lines.append(f"== {name}: our row {med(rows_ours)} s (runs {rows_ours}), nccl-tests row {med(rows_theirs)} s"
                      f" (runs {rows_theirs})")
-        lines += nccl_init_timings(name, ours, theirs, env)
+        lines += nccl_init_timings(name, ours, theirs, env) if theirs else []
         lines.append(f"  {'milestone':16s} {'first rank s':>12s} {'last rank s':>11s}   (medians over {REPS} runs)")
         for what in MILESTONES:
             firsts = [min(p[what]) for p in runs if what in p]
@@ -269,6 +272,11 @@ def main() -> int:
             (f"own launcher / -g {GPUS}", py + FIRST, [perf, *FIRST, "-g", str(GPUS)]),
             (f"mpiexec -n {GPUS}", mpi + py + FIRST, mpi + [perf_mpi, *FIRST, "-g", "1"])])
         (OUT / "startup_timeline.txt").write_text(text + "\n")
+        print(text)
+        return 0
+    elif what == "marks":  # ours alone, each rank's milestones, no nccl-tests needed
+        text = timeline(env, [(f"own launcher, {GPUS} GPUs", py + FIRST, [])])
+        (OUT / "startup_marks.txt").write_text(text + "\n")
         print(text)
         return 0
     elif what == "commands":
