@@ -62,3 +62,19 @@ def test_a_peer_that_never_arrives_ends_the_run_once_not_each_mode(env):
     proc = run(SMOKE, env={**env, "MASTER_PORT": str(free_port())}, timeout=60)
     ended_in_one_line(proc, time.monotonic() - t0, "rank 1 (host unknown) never joined the job")
     assert "waiting for rank 1 (host unknown) to join the job" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("rank", ["0", "1"], ids=["rank 0 meeting its peers", "rank 1 finding the store"])
+def test_a_rank_waiting_for_its_peers_ends_at_once_and_quietly_when_its_run_was_stopped(tmp_path, rank):
+    """A rank born just before a Ctrl-C drops it (launcher.run_module) and goes on to wait for peers (or rank 0's
+    store) that the Ctrl-C ended: once the run's stop line was said (the marker our launcher names), the wait ends
+    with 130 and no line of its own (a CI run saw "interrupted" then "waiting for rank 1 ... 10 s of 60 s")."""
+    said = tmp_path / "said"
+    said.touch()  # another process of the run said "interrupted"
+    t0 = time.monotonic()
+    proc = run(SMOKE, env={"RANK": rank, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                           "MASTER_PORT": str(free_port()), "NCCL_BENCH_SAID": str(said)}, timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip() == "", proc.stderr
+    assert took < MIN_STORE_WAIT_S, f"took {took:.1f} s"

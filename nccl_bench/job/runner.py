@@ -128,6 +128,9 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
             print(f"failed: {e}", file=sys.stderr)
         store.close()
         return EXIT_FAILED
+    except KeyboardInterrupt:  # stopped while meeting (meet): nothing ran yet, the store is ours to close
+        store.close()
+        raise
     job = Job(ident, store)
     code = EXIT_FAILED
     try:
@@ -140,24 +143,31 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
 
 
 SAY_EVERY_S = 5.0  # a wait for ranks says on whom it waits this often
+MEET_POLL_S = 0.5  # and looks this often whether the run was stopped meanwhile
 
 
 def meet(store, timeout: float) -> None:
     """Every rank of the job has joined its store, or NeverJoined names who has not after `timeout`: the one
     wait for a peer, before any work, so that no later wait of the command waits for a rank that never came.
-    Meanwhile rank 0 says every SAY_EVERY_S seconds on whom it waits."""
+    Meanwhile rank 0 says every SAY_EVERY_S seconds on whom it waits. A run stopped meanwhile (its stop line
+    said by another of its processes) ends the wait as a Ctrl-C here would: a rank born just before a Ctrl-C
+    drops it (launcher.run_module), and the peers it waits for have ended by it."""
     store.arrive("job/joined")
     t0 = time.monotonic()
+    said_at = SAY_EVERY_S
     while True:
         left = timeout - (time.monotonic() - t0)
         try:
-            store.wait_for("job/joined", min(SAY_EVERY_S, max(left, 0.001)))
+            store.wait_for("job/joined", min(MEET_POLL_S, max(left, 0.001)))
             return
         except BarrierTimeout as e:
+            if stopping():
+                raise KeyboardInterrupt from None  # its one line was said: this rank ends without one
             waited = time.monotonic() - t0
             if waited >= timeout - 0.01:
                 raise NeverJoined("job/joined", e.missing, timeout) from None
-            if store.ident.rank == 0:
+            if store.ident.rank == 0 and waited >= said_at:
+                said_at += SAY_EVERY_S
                 print(f"waiting for {e.who()} to join the job at {store.address}: {waited:.0f} s of {timeout:g} s",
                       file=sys.stderr, flush=True)
 

@@ -20,6 +20,7 @@ import threading
 import time
 from datetime import timedelta
 
+from nccl_bench import stopping
 from nccl_bench.core.errors import BarrierTimeout, StoreSilent, StoreUnreachable
 from nccl_bench.core.launch import Identity
 
@@ -38,7 +39,7 @@ def _reachable(addr: str, port: int, timeout: float, say: bool = True) -> bool:
     tries doubles from 5 ms to 100 ms: ranks started together find rank 0's store as soon as it listens (a flat
     100 ms cost a rank under mpiexec that much of its start), and a slow one is not asked 100 times a second.
     A host name that does not resolve ends the wait at once (StoreUnreachable); a wait past SAY_AFTER_S is said
-    once (`say`), so that no rank waits in silence."""
+    once (`say`), so that no rank waits in silence. A run stopped meanwhile ends the wait as a Ctrl-C would."""
     t0, pause, said = time.monotonic(), POLL_FIRST_S, False
     while True:
         try:
@@ -48,6 +49,8 @@ def _reachable(addr: str, port: int, timeout: float, say: bool = True) -> bool:
             raise StoreUnreachable(f"the job store's host {addr!r} does not resolve ({e.strerror}): set MASTER_ADDR "
                                    "to rank 0's node address") from None
         except OSError:
+            if stopping():  # the run was stopped (a Ctrl-C this rank was born too late to catch): see runner.meet
+                raise KeyboardInterrupt from None
             waited = time.monotonic() - t0
             if waited >= timeout:
                 return False
