@@ -29,14 +29,14 @@ VERBOSE_ENV = "NCCL_BENCH_VERBOSE"
 
 
 def stem_for(result: str | Path | None, command: str, tag: str | None = None) -> Path:
-    """`results/x.jsonl` -> `results/x`; without a result file, `results/runs/logs/<command>-<machine>-<tag>`
-    (tag: the launcher's run id, which every rank shares, else the time)."""
+    """`results/x.jsonl` -> `results/x`; without a result file, `results/runs/logs/<command>-<tag>` (tag: the
+    launcher's run id, which every rank shares, else the time). No machine name in it: asking NVML for one held
+    the launcher up before it could start its ranks, on the way to the first row (docs/validation.md)."""
     if result:
         p = Path(result)
         return p.with_name(p.name[:-len(p.suffix)] if p.suffix else p.name)
     from nccl_bench.core.results import RUNS
-    from nccl_bench.core.sysinfo import machine_name
-    return RUNS / "logs" / f"{command}-{machine_name()}-{tag or time.strftime('%Y%m%d-%H%M%S')}"
+    return RUNS / "logs" / f"{command}-{tag or time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def rank_log(stem: str | Path, rank: int) -> Path:

@@ -96,11 +96,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     if ident is not None and not launch.self_launched(ident):  # ranks of ours: their launcher checked it
         startmarks.check()
     if store_timeout is None:
-        store_timeout = store_timeout_default()
-        if ident is not None and not os.environ.get(SELF_LAUNCH_ENV) and "NCCL_BENCH_STORE_TIMEOUT" not in os.environ:
-            # a user's launcher: the wait for the job store is --timeout, but at least what ranks of one job
-            # started seconds apart need
-            store_timeout = min(store_timeout, max(opts.timeout, MIN_STORE_WAIT_S))
+        store_timeout = _store_wait(ident, opts)
     if ident is None:
         return driver.launch(opts.local_ranks(), launch_argv, command, opts.verbose, result, opts.backend, torch_free,
                              max_restarts=max_restarts)
@@ -140,6 +136,16 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
     finally:
         leave(store, min(store_timeout, 30.0) if job.leave_timeout is None else job.leave_timeout)
     return code
+
+
+def _store_wait(ident, opts: JobOptions) -> float:
+    """How long a rank waits for the job store and its peers, where the command sets no wait of its own."""
+    wait = store_timeout_default()
+    if ident is not None and not os.environ.get(SELF_LAUNCH_ENV) and "NCCL_BENCH_STORE_TIMEOUT" not in os.environ:
+        # a user's launcher: the wait for the job store is --timeout, but at least what ranks of one job started
+        # seconds apart need
+        wait = min(wait, max(opts.timeout, MIN_STORE_WAIT_S))
+    return wait
 
 
 SAY_EVERY_S = 5.0  # a wait for ranks says on whom it waits this often
