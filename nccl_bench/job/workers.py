@@ -68,22 +68,21 @@ def start(ranks: list[Rank], nranks: int, argv: list[str], env_of: Callable[[int
     """Every rank started into `ranks` (each as soon as it runs, so that a stop meanwhile finds it): forked
     (from the warm server, or with `method` "fork" from this process) running `target(env, argv)` when
     given, else `python argv...` with the environment added. A rank forked from here is born with SIGINT
-    and SIGTERM blocked, as the server's are (nccl_bench.job.launcher.run_module unblocks them)."""
+    and SIGTERM blocked, as the server's are (nccl_bench.job.launcher.run_module unblocks them). A stop
+    signal meanwhile waits until the rank is started and in `ranks`: raised inside a start from the warm
+    server, it cut the rank's start data short, and the rank printed multiprocessing's EOFError traceback."""
     if target is not None:
         import multiprocessing
         ctx = multiprocessing.get_context(method)
         stops = {signal.SIGINT, signal.SIGTERM}
         for r in range(nranks):
             p = ctx.Process(target=target, args=(env_of(r), list(argv)), name=f"rank{r}")
-            if method == "fork":
-                signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-                try:
-                    p.start()
-                finally:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-            else:
+            signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            try:
                 p.start()
-            ranks.append(Rank(r, p))
+                ranks.append(Rank(r, p))
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
     else:
         for r in range(nranks):
             ranks.append(Rank(r, subprocess.Popen([sys.executable, *argv], env={**os.environ, **env_of(r)})))
