@@ -95,6 +95,25 @@ def terminated(signum: int = 15) -> int:
     return _stop_line(STOP_WORDS.get(signum, "terminated"), 128 + signum)
 
 
+def stop_within(e: BaseException | None) -> BaseException | None:
+    """The Ctrl-C (KeyboardInterrupt) or SIGTERM (Terminated) that `e` is or was raised from. Python 3.11 hands
+    on an exception raised while a class's dataclass fields are named (`__set_name__`) as a RuntimeError caused
+    by it, so a Ctrl-C while a module imports can arrive as one."""
+    for _ in range(8):  # a chain's first links: a stop is where it began
+        if e is None or isinstance(e, (KeyboardInterrupt, Terminated)):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def said_stop(e: BaseException) -> int:
+    """`e`'s stop as its one line and exit code (interrupted, terminated); `e` again where it carries none."""
+    stop = stop_within(e)
+    if stop is None:
+        raise e
+    return interrupted() if isinstance(stop, KeyboardInterrupt) else terminated(stop.signum)
+
+
 def entry(module: str, name: str) -> int:
     """Run `module.name()` as a command's entry point (`python -m nccl_bench`, `python -m stress`): a
     Ctrl-C or SIGTERM while the module imports is the one line and 130/143, as everywhere else, not a
@@ -109,8 +128,6 @@ def entry(module: str, name: str) -> int:
             signal.signal(sig, _raise_terminated)  # the one line for it too (a rank's launcher says it)
     try:
         main = getattr(importlib.import_module(module), name)
-    except KeyboardInterrupt:
-        return interrupted()
-    except Terminated as e:
-        return terminated(e.signum)
+    except (KeyboardInterrupt, Terminated, RuntimeError) as e:
+        return said_stop(e)
     return main()

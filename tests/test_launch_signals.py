@@ -278,3 +278,22 @@ def test_a_stop_a_rank_carried_out_ends_the_job_as_stopped_however_the_rank_exit
     assert proc.returncode == 143, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stderr.strip().splitlines() == ["terminated"], proc.stderr
 
+
+
+def test_a_ctrl_c_that_python_hands_on_as_a_runtimeerror_is_still_the_one_line(tmp_path):
+    """Python 3.11 hands on an exception raised while a dataclass's fields are named as a RuntimeError caused by
+    it: a Ctrl-C while a rank imported comm/bootstrap.py came out as "Error calling __set_name__ on 'Field'
+    instance 'ids'", a traceback (CI). Planted here in a module's class body: 130 and the one line."""
+    (tmp_path / "planted.py").write_text(
+        "class Named:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        raise KeyboardInterrupt\n"
+        "class Holder:\n"
+        "    x = Named()\n"
+        "def main():\n"
+        "    return 0\n")
+    proc = subprocess.run([sys.executable, "-c", "import sys; from nccl_bench import entry; "
+                           "sys.exit(entry('planted', 'main'))"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}"})
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr.strip() == "interrupted", proc.stderr

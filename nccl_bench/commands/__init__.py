@@ -44,9 +44,9 @@ def main() -> int:
     honour_ctrl_c()
     try:  # a Ctrl-C while the job machinery imports is the one line too, not a traceback
         from nccl_bench.job.runner import guarded
-    except KeyboardInterrupt:
-        from nccl_bench import interrupted
-        return interrupted()
+    except (KeyboardInterrupt, RuntimeError) as e:
+        from nccl_bench import said_stop
+        return said_stop(e)
     return guarded(lambda: dispatch(sys.argv[1:]))
 
 

@@ -10,7 +10,8 @@ import signal
 import sys
 import uuid
 
-from nccl_bench import NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, stopping, terminated
+from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, said_stop, stopping,
+                        terminated)
 from nccl_bench.core import cudadriver, private
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
 from nccl_bench.core.startmarks import mark
@@ -99,8 +100,8 @@ def run_module(argv: list[str]) -> None:
     sys.argv = [module, *args]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except KeyboardInterrupt:  # before the module's own handler (while importing): its launcher says it
-        raise SystemExit(interrupted()) from None
+    except (KeyboardInterrupt, RuntimeError) as e:  # before the module's own handler (while importing)
+        raise SystemExit(said_stop(e)) from None
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
         if code:

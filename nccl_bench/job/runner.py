@@ -11,7 +11,8 @@ from datetime import timedelta
 from dataclasses import dataclass
 from typing import Callable
 
-from nccl_bench import SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, stopping, terminated
+from nccl_bench import (SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, said_stop, stop_within, stopping,
+                        terminated)
 from nccl_bench.core import launch
 from nccl_bench.core import startmarks
 from nccl_bench.core.startmarks import mark
@@ -72,6 +73,9 @@ def guarded(fn: Callable[[], int]) -> int:
             print(f"failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:  # anything else a command raised: one line (a traceback with NCCL_BENCH_DEBUG)
+        if stop_within(e) is not None:  # a Ctrl-C that Python handed on as another error (stop_within)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return said_stop(e)
         if os.environ.get("NCCL_BENCH_DEBUG"):
             traceback.print_exc()
         if not stopping(STOP_GRACE_S):
