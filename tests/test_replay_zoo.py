@@ -222,7 +222,7 @@ def test_each_kernel_is_placed_in_the_range_its_launch_was_made_in():
     draws none of the replay's ranges on the GPU; each kernel goes to the host range its launch call was made in. On a
     real job's trace, with torch's own ranges ("nccl:..."): every NCCL kernel, each in the range of its own call."""
     import gzip
-    from nccl_bench.replay.worker import _launched_in
+    from nccl_bench.replay.passes import _launched_in
     path = ZOO / "tp" / "kineto" / "trace_rank0.pt.trace.json.gz"
     events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if isinstance(e, dict)]
     got = list(_launched_in(events, "nccl:"))
@@ -323,3 +323,30 @@ def test_a_ring_hops_ready_time_is_its_batchs_not_its_late_neighbours_wait():
         shortest = min(ops[2 * hop].duration_us for ops in wl.ranks.values())
         assert len(ready) == 1, (hop, ready)  # the hop's, on every rank and both ways
         assert shortest <= ready.pop() <= 2 * shortest, hop
+
+
+def test_a_lone_transfer_keeps_the_jobs_order_of_arrival():
+    """A lone 4 MiB transfer took 26 us from its sender's start when the receiver waited and 12 us from a late
+    receiver's start (4 x H200, tests/gpu/p2p_arrival.py): its time depends on which end came first, so the end
+    that started later in the job holds back by the job's lead in the replay's profiled passes, the other by 0.
+    The zoo's pp recording has both orders; a batch's transfers and a dump's (no kernel starts) get no hold."""
+    from nccl_bench.replay.readytimes import HOLD_FLOOR_US
+    from nccl_bench.replay.workload import Workload
+    wl = zoo("pp", "kineto")
+    lone = {r: [op for op in ops if op.collective in ("send", "recv") and op.batch is None]
+            for r, ops in wl.ranks.items()}
+    held = collections.Counter()
+    for r, ops in lone.items():
+        assert ops and all(op.hold_us is not None for op in ops)
+        for op in ops:
+            assert 0 <= op.hold_us <= 2 * op.ready_us + HOLD_FLOOR_US
+            held[op.collective] += op.hold_us > 0
+    assert held["send"] > 0 and held["recv"] > 0  # receivers that waited, and some that came late
+    for (r, a), (p, b) in [((0, lone[0]), (2, lone[2])), ((1, lone[1]), (3, lone[3]))]:
+        for send, recv in zip(a, b):  # the k-th send of a pair and its receive: one of them holds, never both
+            assert min(send.hold_us, recv.hold_us) == 0.0, (r, p)
+    batched = [op for ops in wl.ranks.values() for op in ops if op.batch is not None]
+    assert batched and all(op.hold_us is None for op in batched)
+    again = Workload.from_sequence_doc(wl.sequence_doc(0))  # what a rank of the replay reads
+    assert [op.hold_us for op in again.ranks[0]] == [op.hold_us for op in wl.ranks[0]]
+    assert all(op.hold_us is None for ops in zoo("pp", "fr_json").ranks.values() for op in ops)

@@ -1,6 +1,6 @@
 """The only place that times: seconds per operation of a launch loop and its host cost (seconds_per_op),
 and the seconds of each call of a sequence (time_each: a GPU's copies; replay times its passes itself,
-nccl_bench.replay.worker.PassTimer).
+nccl_bench.replay.passes.PassTimer).
 
 GPU: CUDA events around the whole loop of `iters` launches on one stream, as nccl-tests times its loop
 (not each call), recorded by the loop itself right before its first and after its last launch

@@ -8,13 +8,14 @@
 # JSON and the logs; a table last.
 #   bash tests/gpu/zoo_shapes.sh        (on nvidia-h200-x4 for the committed zoo; on fewer GPUs, a preview)
 #   FROM=tests/fixtures/zoo bash tests/gpu/zoo_shapes.sh   (the committed recordings replayed and judged, none made)
+#   FROM=tests/fixtures/zoo KINDS="fsdp2 pp tp mesh moe moe2d ring ddp zero" bash tests/gpu/zoo_shapes.sh   (the whole zoo)
 set -u
 source tests/gpu/env.sh
 N=$(nvidia-smi -L | wc -l)
 W=/tmp/zoo_shapes; rm -rf $W; mkdir -p $W/zoo $W/replay
 L=$W/log.txt
-KINDS="moe2d ring ddp zero"
-[ "$N" = 4 ] && KINDS="$KINDS pp"
+# KINDS="..." picks the zoo's jobs (with FROM=tests/fixtures/zoo: fsdp2 tp mesh moe as well)
+if [ -z "${KINDS:-}" ]; then KINDS="moe2d ring ddp zero"; [ "$N" = 4 ] && KINDS="$KINDS pp"; fi
 {
 echo "== $(date -u) $N GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
