@@ -350,18 +350,3 @@ def test_a_lone_transfer_keeps_the_jobs_order_of_arrival():
     again = Workload.from_sequence_doc(wl.sequence_doc(0))  # what a rank of the replay reads
     assert [op.hold_us for op in again.ranks[0]] == [op.hold_us for op in wl.ranks[0]]
     assert all(op.hold_us is None for ops in zoo("pp", "fr_json").ranks.values() for op in ops)
-
-
-@pytest.mark.parametrize("kind", ["tp", "mesh"])
-def test_a_collectives_ranks_keep_the_jobs_order_of_arrival(kind):
-    """A rooted or chained call is under way on its early ranks before the last one starts, so every call's ranks
-    hold back by how much later each started in the job: the first by 0, none by more than its cap."""
-    from nccl_bench.replay.readytimes import HOLD_FLOOR_US, HOLD_MAX_US
-    wl = zoo(kind, "kineto")
-    ops = [op for ops in wl.ranks.values() for op in ops if op.collective not in ("send", "recv")]
-    assert ops and all(op.hold_us is not None for op in ops if op.ready_us is not None)
-    assert all(0 <= op.hold_us <= min(2 * op.ready_us + HOLD_FLOOR_US, HOLD_MAX_US) for op in ops if op.hold_us)
-    if kind == "tp":  # every call on the whole world, in one order on every rank: its first rank holds by 0
-        calls = zip(*wl.ranks.values())
-        assert all(min(op.hold_us for op in call) == 0.0 for call in calls if call[0].hold_us is not None)
-    assert any(op.hold_us > 0 for op in ops)
