@@ -350,3 +350,40 @@ def test_a_lone_transfer_keeps_the_jobs_order_of_arrival():
     again = Workload.from_sequence_doc(wl.sequence_doc(0))  # what a rank of the replay reads
     assert [op.hold_us for op in again.ranks[0]] == [op.hold_us for op in wl.ranks[0]]
     assert all(op.hold_us is None for ops in zoo("pp", "fr_json").ranks.values() for op in ops)
+
+
+@pytest.mark.parametrize("kind", ["tp", "mesh"])
+def test_a_collectives_ranks_keep_the_jobs_order_of_arrival(kind):
+    """Every call's ranks hold back in the job's order of arrival, the first by 0, each gap between arrivals capped
+    (the order kept, a pass bounded)."""
+    from nccl_bench.replay.readytimes import HOLD_FLOOR_US, HOLD_MAX_US
+    wl = zoo(kind, "kineto")
+    ops = [op for ops in wl.ranks.values() for op in ops if op.collective not in ("send", "recv")]
+    assert ops and all(op.hold_us is not None for op in ops if op.ready_us is not None)
+    n = len(wl.ranks)
+    cap = [min(2 * op.ready_us + HOLD_FLOOR_US, HOLD_MAX_US) for op in ops if op.hold_us is not None]
+    assert all(0 <= op.hold_us <= (n - 1) * c for op, c in zip([o for o in ops if o.hold_us is not None], cap))
+    assert any(op.hold_us > 0 for op in ops)
+    if kind == "tp":  # every call on the whole world, in one order on every rank: its first rank holds by 0
+        calls = zip(*wl.ranks.values())
+        assert all(min(op.hold_us for op in call) == 0.0 for call in calls if call[0].hold_us is not None)
+
+
+def test_a_reduce_whose_root_came_last_is_replayed_with_its_root_last():
+    """mesh's reduce to rank 3: in two of its three calls the job's root started 127-269 us after its peers, whose
+    kernels had ended by then, and the call's ready time is the root's own kernel with its data in place (3.1-3.3
+    us). Held by its lead from the first rank alone (capped), the root and two peers came out level; each gap
+    capped keeps the root last."""
+    wl = zoo("mesh", "kineto")
+    reduces = {r: [op for op in ops if op.collective == "reduce"] for r, ops in wl.ranks.items()}
+    assert all(len(ops) == 3 for ops in reduces.values())
+    for j in (1, 2):  # in the first the root came second
+        holds = {r: ops[j].hold_us for r, ops in reduces.items()}
+        assert holds[3] > max(h for r, h in holds.items() if r != 3), (j, holds)
+
+
+def test_an_uneven_all_to_all_is_not_held():
+    """Its row on each rank is that rank's own share, timed by its own kernel alone: a peer's hold would be in it."""
+    wl = zoo("moe", "kineto")
+    uneven = [op for ops in wl.ranks.values() for op in ops if op.splits is not None]
+    assert uneven and all(op.hold_us is None for op in uneven)

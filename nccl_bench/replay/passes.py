@@ -86,9 +86,9 @@ class PassTimer:
         return out
 
     def arrive(self, c) -> None:
-        """In a profiled pass (whose kernels are judged against the job's), a lone transfer's two ends line up and
-        the one that came later in the job holds back by the job's lead, outside the call's range, so its kernels
-        start in the job's order. Timed passes keep the replay's own order."""
+        """In a profiled pass (whose kernels are judged against the job's), a call's ranks line up and each holds
+        back by how much later it came in the job, outside the call's range, so its kernels start in the job's
+        order. Timed passes keep the replay's own order."""
         if c.lineup is None:
             return
         c.lineup()

@@ -38,27 +38,33 @@ def ready_times(wl: Workload, spans: dict[int, list]) -> None:
     arrival_holds(wl, spans, nth)
 
 
-HOLD_FLOOR_US = 10.0  # a lead this far past the transfer's own time starts it as any longer lead would
+HOLD_FLOOR_US = 10.0  # a lead this far past the call's own time starts it as any longer lead would
 HOLD_MAX_US = 2000.0  # and no hold is longer: a profiled pass stays bounded whatever the job's waits
 
 
 def arrival_holds(wl: Workload, spans: dict[int, list], nth: dict[tuple, list]) -> None:
-    """Each lone transfer's two ends the job's order of arrival: the end whose kernel started later holds back by
-    the job's lead (hold_us), the other by 0. A lone transfer's time depends on it: NCCL's sender writes into the
-    receiver's buffer without waiting for it, so a late receiver finds its data there and ends soon after it
-    starts, while one that waited ends a whole transfer after its sender started. The lead is capped past twice
-    the transfer's time (HOLD_FLOOR_US beyond), where a longer one starts it the same way."""
+    """Each call's ranks the job's order of arrival: each rank holds back by how much later than the call's first
+    rank its kernel started in the job (hold_us; 0 for the first). A call's ready time depends on it, as it is
+    taken from the last rank's start: NCCL's sender writes into its receiver's buffer without waiting for it, so
+    a late receiver finds its data there and ends soon after it starts, where one that waited ends a whole
+    transfer after its sender started; a rooted call's root, come last, finds its peers' data there. Each gap
+    between successive arrivals is capped past twice the call's ready time (HOLD_FLOOR_US beyond), where a longer
+    one starts it the same way: the order is kept, the pass bounded. Not held: a batch's transfers (its kernels
+    start as its ranks reach it) and an uneven all_to_all (each rank's row is its own share, timed by its own
+    kernel alone)."""
     for k, at in nth.items():
-        if k[1] != "p2p" or len(at) != 2 or any(spans[r][i] is None for r, i in at):
+        if any(spans[r][i] is None for r, i in at):
             continue
         ops = [wl.ranks[r][i] for r, i in at]
-        if any(op.batch is not None for op in ops) or ops[0].ready_us is None:
+        if any(op.batch is not None or op.splits is not None for op in ops) or ops[0].ready_us is None:
             continue
-        starts = [spans[r][i][0] for r, i in at]
         cap = min(2 * ops[0].ready_us + HOLD_FLOOR_US, HOLD_MAX_US)
-        lead = min(abs(starts[0] - starts[1]), cap)
-        for (r, i), start in zip(at, starts):
-            wl.ranks[r][i] = replace(wl.ranks[r][i], hold_us=lead if start == max(starts) else 0.0)
+        held, last, at_hold = 0.0, None, {}
+        for start, r, i in sorted((spans[r][i][0], r, i) for r, i in at):
+            held = 0.0 if last is None else min(held + min(start - last, cap), HOLD_MAX_US)
+            at_hold[(r, i)], last = held, start
+        for (r, i), hold in at_hold.items():
+            wl.ranks[r][i] = replace(wl.ranks[r][i], hold_us=hold)
 
 
 def _receivers_ready(wl: Workload, spans: dict[int, list], nth: dict[tuple, list]) -> dict[tuple[int, int], float]:

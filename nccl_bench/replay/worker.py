@@ -47,7 +47,7 @@ class Call:
 
     def __init__(self, ops: list[Op], comm, group_size: int):
         self.ops, self.comm, self.launcher = ops, comm, None
-        # a lone transfer whose two ends start in the job's order in profiled passes (PassTimer.arrive)
+        # a call whose ranks start in the job's order in profiled passes (PassTimer.arrive); a batch's as they come
         self.hold_us, self.lineup = (ops[0].hold_us, None) if len(ops) == 1 else (None, None)
         op, n, r = ops[0], group_size, comm.rank
         if op.collective in P2P:
@@ -94,11 +94,13 @@ class Call:
     def prepare(self, send_buf, recv_buf, stream) -> None:
         """The launch resolved once (pointers, counts, stream), as bench's timed loop resolves it."""
         self.launcher = self.comm.prepare(self.method, *self.views(send_buf, recv_buf), stream=stream, **self.args)
-        if self.hold_us is not None and stream is not None:  # one element each way with the other end: both
-            # leave it together (profiled passes: GPU only)
+        if self.hold_us is not None and stream is not None:  # profiled passes (GPU): the call's ranks line up on
+            # one element (a transfer's two ends one each way), and leave it together
             peer = self.ops[0].peer
-            self.lineup = self.comm.prepare("exchange", send_buf[:1], recv_buf[:1], stream=stream,
-                                            rounds=((Move("send", peer, 0, 1), Move("recv", peer, 0, 1)),))
+            self.lineup = (self.comm.prepare("exchange", send_buf[:1], recv_buf[:1], stream=stream,
+                                             rounds=((Move("send", peer, 0, 1), Move("recv", peer, 0, 1)),))
+                           if self.ops[0].collective in P2P else
+                           self.comm.prepare("all_reduce", send_buf[:1], recv_buf[:1], op=SUM, stream=stream))
 
     def check(self, send_buf, recv_buf, deadline: Deadline) -> int:
         send, recv = self.views(send_buf, recv_buf)

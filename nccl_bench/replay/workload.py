@@ -58,10 +58,10 @@ class Op:
     # the transfers of one coalesced group (batch_isend_irecv) share this number on their rank: they are launched
     # as one NCCL group, as the job launched them, and the group's time is each one's
     batch: int | None = None
-    # a lone transfer from a profiler trace of one node: how long this end waits, once both ends have lined up,
-    # before it starts (0 for the end that came first in the job; readytimes.arrival_holds), so that the replay's
-    # kernels start in the job's order: a receiver that waits for its sender and one that comes late take the
-    # same transfer in different times (docs/replay.md)
+    # from a profiler trace of one node: how long this rank waits, once the call's ranks have lined up, before it
+    # starts (0 for the rank that came first in the job; readytimes.arrival_holds), so that the replay's kernels
+    # start in the job's order: a receiver that waits for its sender and one that comes late take the same
+    # transfer in different times (docs/replay.md)
     hold_us: float | None = None
 
     @property
