@@ -49,18 +49,14 @@ def arrival_holds(wl: Workload, spans: dict[int, list], nth: dict[tuple, list]) 
     a late receiver finds its data there and ends soon after it starts, where one that waited ends a whole
     transfer after its sender started; a rooted call's root, come last, finds its peers' data there. Each gap
     between successive arrivals is capped past twice the call's ready time (HOLD_FLOOR_US beyond), where a longer
-    one starts it the same way: the order is kept, the pass bounded. An uneven all_to_all's ranks line up and
-    start together (hold 0): each rank's row is its own share, timed by its own kernel alone, which a peer's hold
-    would be in. A batch's transfers are not held: its kernels start as its ranks reach it."""
+    one starts it the same way: the order is kept, the pass bounded. Not held: a batch's transfers (its kernels
+    start as its ranks reach it) and an uneven all_to_all (each rank's row is its own share, timed by its own
+    kernel alone)."""
     for k, at in nth.items():
         if any(spans[r][i] is None for r, i in at):
             continue
         ops = [wl.ranks[r][i] for r, i in at]
-        if any(op.batch is not None for op in ops) or ops[0].ready_us is None:
-            continue
-        if any(op.splits is not None for op in ops):
-            for r, i in at:
-                wl.ranks[r][i] = replace(wl.ranks[r][i], hold_us=0.0)
+        if any(op.batch is not None or op.splits is not None for op in ops) or ops[0].ready_us is None:
             continue
         cap = min(2 * ops[0].ready_us + HOLD_FLOOR_US, HOLD_MAX_US)
         held, last = 0.0, None
