@@ -18,13 +18,6 @@ from nccl_bench.core.startmarks import mark
 from nccl_bench.job import reaping, workers
 
 
-def die_with_parent() -> None:
-    """Workers die when their launcher dies, even by SIGKILL: no orphan holds a GPU."""
-    reaping.die_with_parent()
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(EXIT_FAILED)
-
-
 # How local ranks start: "forkserver" (default) forks each from a server process that imported
 # PRELOAD once; "exec" starts `python argv...` afresh per rank, as torchrun does. A job without torch
 # (preload(True)) forks its ranks from the launcher itself where CUDA was never loaded here: nothing is
@@ -81,9 +74,9 @@ def stopped_by(folder: str) -> int | None:
 
 
 def run_module(argv: list[str]) -> None:
-    """A rank forked from the warm server runs `python -m MODULE ARGS...` here, as a new process
-    would; a non-zero exit leaves the process with that code (the launcher reads it)."""
-    import runpy
+    """A rank forked from the warm server or from the launcher runs its part here, its `argv` the one a new
+    process would have: `-m nccl_bench.job.rank FILE` (nccl_bench.job.driver); a non-zero exit leaves the process
+    with that code (the launcher reads it)."""
     # the server ignores these (nccl_bench.job.serverside); a rank must not, unless its command runs under nohup
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_IGN if os.environ.get(NOHUP_ENV) else signal.SIG_DFL)
@@ -99,13 +92,12 @@ def run_module(argv: list[str]) -> None:
     module, args = argv[1], argv[2:]
     sys.argv = [module, *args]
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except (KeyboardInterrupt, RuntimeError) as e:  # before the module's own handler (while importing)
-        raise SystemExit(said_stop(e)) from None
+        from nccl_bench.job import rank
+        code = rank.main(args)
+    except (KeyboardInterrupt, RuntimeError) as e:  # before the rank's own handler (while importing)
+        code = said_stop(e)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
-        if code:
-            raise SystemExit(code) from None
     finally:
         # Done: the launcher may now hold this process until the others are (its handshake), and stops
         # it with SIGTERM when one failed; our handlers, made for the run, must not delay that.
@@ -118,6 +110,8 @@ def run_module(argv: list[str]) -> None:
                 except (OSError, ValueError):
                     pass
             os.kill(os.getpid(), _stop_noted)
+    if code:
+        raise SystemExit(code)
 
 
 @contextlib.contextmanager
