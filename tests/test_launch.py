@@ -1,4 +1,5 @@
 """Launcher environments: torchrun, Slurm, Open MPI."""
+from nccl_bench.core import launch
 from nccl_bench.core.launch import detect, first_host
 
 
@@ -34,3 +35,13 @@ def test_first_host():
     assert first_host("node7") == "node7"
     assert first_host("gpu[12-14]") == "gpu12"
     assert first_host("a1,b2") == "a1"
+
+
+def test_the_metadata_names_our_own_launcher_not_torchrun():
+    """Our launcher's ranks carry torchrun's variables; a result's metadata still says whose they are (a 4-GPU
+    main job's summary read `torchrun (rank 0 of 4)`)."""
+    torchrun = {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert launch.describe(torchrun) == "torchrun (rank 0 of 4)"
+    ours = {**torchrun, "NCCL_BENCH_SELF_LAUNCHED": "1234"}
+    assert launch.describe(ours) == "nccl_bench's own launcher, one node (rank 0 of 4)"
+    assert launch.describe({}).startswith("none (self-launch")

@@ -229,10 +229,18 @@ def leave_launcher(env=None) -> None:
         env.pop(name, None)
 
 
+OWN_LAUNCHER = "nccl_bench's own launcher, one node"
+
+
 def describe(env=None) -> str:
+    """The launcher as a result's metadata says it. Our own launcher's ranks carry torchrun's variables (so that
+    torch's calls find them), which must not make them read as torchrun's."""
+    env = os.environ if env is None else env
     ident = detect(env)
     if ident is None:
-        return "none (self-launch: nccl_bench's own launcher, one node)"
+        return f"none (self-launch: {OWN_LAUNCHER})"
+    if self_launched(ident, env):
+        return f"{OWN_LAUNCHER} (rank {ident.rank} of {ident.world_size})"
     return f"{ident.launcher} (rank {ident.rank} of {ident.world_size})"
 
 
@@ -242,8 +250,8 @@ def local_device(local_rank: int, visible: int) -> int:
     return local_rank % max(visible, 1)
 
 
-def self_launched(ident: Identity | None) -> bool:
-    """Whether this process is a rank that a launcher of ours started: that launcher ran the same command and
-    proved its outputs writable and its sizes fitting before it started any rank."""
+def self_launched(ident: Identity | None, env=None) -> bool:
+    """Whether this process is a rank that a launcher of ours started: its driver checked the command's options,
+    outputs and sizes before it started any rank (nccl_bench.job.driver)."""
     from nccl_bench import SELF_LAUNCH_ENV
-    return ident is not None and bool(os.environ.get(SELF_LAUNCH_ENV))
+    return ident is not None and bool((os.environ if env is None else env).get(SELF_LAUNCH_ENV))
