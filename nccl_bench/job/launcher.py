@@ -10,8 +10,8 @@ import signal
 import sys
 import uuid
 
-from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, said_stop, stopping,
-                        terminated)
+from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, keep_stops_from_callbacks,
+                        said_stop, stopping, terminated)
 from nccl_bench.core import cudadriver, private
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
 from nccl_bench.core.startmarks import mark
@@ -77,6 +77,7 @@ def run_module(argv: list[str]) -> None:
     """A rank forked from the warm server or from the launcher runs its part here, its `argv` the one a new
     process would have: `-m nccl_bench.job.rank FILE` (nccl_bench.job.driver); a non-zero exit leaves the process
     with that code (the launcher reads it)."""
+    keep_stops_from_callbacks()  # a Ctrl-C inside an import's weakref callback is delivered again, not lost
     # the server ignores these (nccl_bench.job.serverside); a rank must not, unless its command runs under nohup
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_IGN if os.environ.get(NOHUP_ENV) else signal.SIG_DFL)
