@@ -63,12 +63,10 @@ def arrival_holds(wl: Workload, spans: dict[int, list], nth: dict[tuple, list]) 
                 wl.ranks[r][i] = replace(wl.ranks[r][i], hold_us=0.0)
             continue
         cap = min(2 * ops[0].ready_us + HOLD_FLOOR_US, HOLD_MAX_US)
-        held, last, at_hold = 0.0, None, {}
+        held, last = 0.0, None
         for start, r, i in sorted((spans[r][i][0], r, i) for r, i in at):
             held = 0.0 if last is None else min(held + min(start - last, cap), HOLD_MAX_US)
-            at_hold[(r, i)], last = held, start
-        for (r, i), hold in at_hold.items():
-            wl.ranks[r][i] = replace(wl.ranks[r][i], hold_us=hold)
+            wl.ranks[r][i], last = replace(wl.ranks[r][i], hold_us=held), start
 
 
 def _receivers_ready(wl: Workload, spans: dict[int, list], nth: dict[tuple, list]) -> dict[tuple[int, int], float]:

@@ -48,7 +48,8 @@ class Call:
     def __init__(self, ops: list[Op], comm, group_size: int):
         self.ops, self.comm, self.launcher = ops, comm, None
         # a call whose ranks start in the job's order in profiled passes (PassTimer.arrive); a batch's as they come
-        self.hold_us, self.lineup = (ops[0].hold_us, None) if len(ops) == 1 else (None, None)
+        self.hold_us = ops[0].hold_us if len(ops) == 1 else None
+        self.lineup = None
         op, n, r = ops[0], group_size, comm.rank
         if op.collective in P2P:
             # every send of a batch reads the front of the send buffer, so the receiver knows where its elements
