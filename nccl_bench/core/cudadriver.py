@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.core.startmarks import mark
 
 _BINDINGS: dict = {}
+_STARTED: list = []  # [True] once this process called cuInit here
 INSTALL_HINT = "pip install 'nccl4py[cu13]' (or cuda-bindings)"
 
 
@@ -86,20 +88,22 @@ def visible_count() -> int:
 
 
 def initialised_here() -> bool:
-    """Whether this process initialised CUDA, which a fork does not survive: libcuda mapped is not enough (NVML
-    maps it), its cuCtxGetCurrent must not answer CUDA_ERROR_NOT_INITIALIZED. Opens nothing not yet mapped."""
-    from nccl_bench.core.sysinfo import mapped_lib
-    if mapped_lib("libcuda.so") is None:
-        return False
-    try:
-        d = driver()
-        return d.cuCtxGetCurrent()[0] != d.CUresult.CUDA_ERROR_NOT_INITIALIZED
-    except (CudaError, RuntimeError):
-        return True  # not known: the warm server, which never loads CUDA itself
+    """Whether this process initialised CUDA, which a fork does not survive: cuInit through this module, or torch's
+    CUDA. Answered without a driver call: the launcher asks after NVML has mapped libcuda (a sweep over 1 GiB),
+    and the bindings' first call there resolves every driver function before any fork."""
+    if _STARTED:
+        return True
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def _init() -> None:
+    call("cuInit", 0)
+    _STARTED.append(True)
 
 
 def device_count() -> int:
-    call("cuInit", 0)
+    _init()
     return call("cuDeviceGetCount")
 
 
@@ -115,7 +119,7 @@ class Gpu:
     """One device's primary context, made current in this thread by use()."""
 
     def __init__(self, index: int):
-        call("cuInit", 0)
+        _init()
         self.device = Device(index)
         self._dev = call("cuDeviceGet", index)
         self._ctx = call("cuDevicePrimaryCtxRetain", self._dev)
