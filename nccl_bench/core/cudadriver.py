@@ -97,6 +97,14 @@ def initialised_here() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
+def fork_safe() -> bool:
+    """Whether ranks forked from this process may start CUDA and NCCL: it initialised no CUDA and has no NVIDIA
+    driver library loaded. NVML does not survive a fork either: ranks forked from a launcher that had asked NVML
+    for the GPUs' memory (a sweep over 1 GiB) crashed in NCCL's init (docs/validation.md)."""
+    from nccl_bench.core.sysinfo import mapped_lib
+    return not initialised_here() and not any(mapped_lib(name) for name in ("libcuda.so", "libnvidia-ml.so"))
+
+
 def _init() -> None:
     call("cuInit", 0)
     _STARTED.append(True)

@@ -178,11 +178,11 @@ def _shutdown_grace() -> float:
 
 
 def _start_method(argv: list[str], preload: tuple[str, ...]) -> str:
-    """"forkserver", "fork" (a job without torch, CUDA not loaded in this process) or "exec"."""
+    """"forkserver", "fork" (a job without torch, neither CUDA nor NVML loaded in this process) or "exec"."""
     method = os.environ.get(START_ENV, "forkserver")
     if method != "forkserver" or argv[:1] != ["-m"]:
         return "exec"
-    if preload == PRELOAD_TORCH_FREE and not cudadriver.initialised_here():  # CUDA's state does not survive a fork
+    if preload == PRELOAD_TORCH_FREE and cudadriver.fork_safe():  # neither CUDA's state nor NVML's survives a fork
         return "fork"
     return method
 
