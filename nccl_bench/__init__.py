@@ -114,6 +114,37 @@ def said_stop(e: BaseException) -> int:
     return interrupted() if isinstance(stop, KeyboardInterrupt) else terminated(stop.signum)
 
 
+REDELIVER_AFTER_S = 0.02  # a stop sent again arrives once the callback that lost it has returned
+
+
+def _stop_delivered_again(unraisable) -> None:
+    """sys.unraisablehook: a stop (Ctrl-C, SIGTERM) raised inside a callback Python runs for itself (an import's
+    module-lock weakref, a finalizer) is 'ignored' there, its traceback on stderr, and the stop lost. The same
+    signal is sent again instead, from a thread a moment later (sent from here it would be raised here again),
+    to arrive where this process's handlers make it the one line."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+    stop = unraisable.exc_value
+    signum = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else getattr(stop, "signum", None)
+    if not isinstance(stop, (KeyboardInterrupt, Terminated)) or signum is None:
+        sys.__unraisablehook__(unraisable)
+        return
+    pid = os.getpid()
+
+    def again():
+        time.sleep(REDELIVER_AFTER_S)
+        os.kill(pid, signum)
+    threading.Thread(target=again, name="stop-again", daemon=True).start()
+
+
+def keep_stops_from_callbacks() -> None:
+    import sys
+    sys.unraisablehook = _stop_delivered_again
+
+
 def entry(module: str, name: str) -> int:
     """Run `module.name()` as a command's entry point (`python -m nccl_bench`, `python -m stress`): a
     Ctrl-C or SIGTERM while the module imports is the one line and 130/143, as everywhere else, not a
@@ -121,6 +152,7 @@ def entry(module: str, name: str) -> int:
     import importlib
     import os
     import signal
+    keep_stops_from_callbacks()
     if "RANK" not in os.environ and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
         os.environ[NOHUP_ENV] = "1"  # started under nohup: a hangup is not a stop, for any process of the run
     for sig in (signal.SIGTERM, signal.SIGHUP):

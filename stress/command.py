@@ -10,7 +10,9 @@ from nccl_bench.core import launch, results, sysinfo
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 from nccl_bench.job import driver
-from nccl_bench.job.runner import guarded, run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.runner import guarded
+from nccl_bench.job.spec import JobSpec, WorkerRef
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
 from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
@@ -111,11 +113,15 @@ def elastic_journal() -> Path | None:
     return journal.default_path().with_name(f"stress-{sysinfo.machine_name()}-{run_id}.jsonl")
 
 
-def launched(argv: list[str], opts: StressOptions, nranks: int, path: str) -> int:
+def spec(opts: StressOptions) -> JobSpec:
+    """The job every rank runs: the rounds' loop needs torch, loaded where the job runs (stress.loop)."""
+    return JobSpec("stress", opts.job, WorkerRef("stress.loop", "worker", (opts, opts.journal)), result=opts.journal)
+
+
+def launched(opts: StressOptions, path: str) -> int:
     """The driver: self-launch the workers; then say how any rank ended that the launcher saw die."""
     failures: list[dict] = []
-    code = driver.launch(nranks, ["-m", "stress", *argv], "stress", opts.job.verbose, path, opts.job.backend,
-                         max_restarts=opts.max_restarts, failures=failures)
+    code = driver.launch(spec(opts), max_restarts=opts.max_restarts, failures=failures)
     # SIGTERM is the launcher's own (how it stops the others once one rank failed); SIGTERM or SIGINT sent
     # to a rank is a stop the ranks carried out (the journal says so): neither is a rank that was killed
     died = [f for f in failures if f.get("signal") and f["signal"] not in ("SIGTERM", "SIGHUP", "SIGINT")]
@@ -147,16 +153,14 @@ def main(argv: list[str]) -> int:
         path = journal_path(opts)
         with JournalOwner(path):  # one writer per journal, for the whole run (its workers included)
             check_journal(opts, nranks, path)
-            if opts.journal is None:
-                argv = [*argv, "--journal", str(path)]
-            return launched(argv, opts, nranks, str(path))
+            opts.journal = str(path)
+            return launched(opts, str(path))
     if opts.journal is None:  # under a launcher: rank 0 names it (only rank 0 writes it)
         path = elastic_journal() or journal.default_path()
         if ident.rank == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
         opts.journal = str(path)
-    from stress.loop import worker  # the ranks' loop needs torch: loaded where the job runs
     with contextlib.ExitStack() as held:
         if ident.rank == 0 and not owner_inherited():  # under torchrun/srun: rank 0 writes, rank 0 holds
             held.enter_context(JournalOwner(opts.journal))
-        return run_job(["-m", "stress", *argv], opts.job, worker(opts, opts.journal), "stress", result=opts.journal)
+        return run_job(spec(opts))

@@ -187,11 +187,15 @@ def test_the_package_reads_nothing_from_tests():
     assert not readers, readers
 
 
-def test_the_cuda_driver_is_opened_in_one_module():
-    """libcuda is core/cudadriver.py's: every other module asks it (a count, a function, an address)."""
-    openers = [f"{f.relative_to(REPO)}" for f in product_files(("nccl_bench", "stress"))
-               if "libcuda.so" in f.read_text() and re.search(r"CDLL\(|dlopen", f.read_text())]
-    assert openers == ["nccl_bench/core/cudadriver.py"], openers
+def test_cuda_is_reached_through_one_module_on_nvidias_bindings():
+    """CUDA's driver and NVRTC are core/cudadriver.py's, through cuda.bindings: every other module asks it (a
+    count, an address, a Gpu, a compiled module), and none opens libcuda or libnvrtc by hand."""
+    texts = {f"{f.relative_to(REPO)}": f.read_text() for f in product_files(("nccl_bench", "stress"))}
+    bindings = [name for name, text in texts.items() if re.search(r"^\s*(from|import) cuda\b", text, re.M)]
+    by_hand = [name for name, text in texts.items()
+               if re.search(r"libcuda\.so|libnvrtc", text) and re.search(r"CDLL\(|dlopen", text)]
+    assert bindings == ["nccl_bench/core/cudadriver.py"], bindings
+    assert not by_hand, by_hand
 
 
 def test_default_outputs_are_under_results_runs_and_ignored_by_git():

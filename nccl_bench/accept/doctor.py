@@ -15,7 +15,9 @@ from nccl_bench.core import junit
 from nccl_bench.core import results, sysinfo
 from nccl_bench import records
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
-from nccl_bench.job.runner import Job, run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.runner import Job
+from nccl_bench.job.spec import JobSpec, WorkerRef
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, UsageError
 from nccl_bench.accept.check import Check
@@ -134,7 +136,7 @@ def main(argv: list[str]) -> int:
     results.check_writable(a.json)
     junit.check_writable(a.junit)
     # no meeting first: a rank that never comes is what doctor's ranks_alive check names, in its table
-    return run_job(["-m", "nccl_bench", "doctor", *argv], opts, worker(a, opts), "doctor", result=a.json, meeting=False)
+    return run_job(JobSpec("doctor", opts, WorkerRef.of(worker, a, opts), result=a.json, meeting=False))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 
-from nccl_bench.job.runner import Job, run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.runner import Job
+from nccl_bench.job.spec import JobSpec, WorkerRef
 from nccl_bench.comm import InitPlan
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.errors import EXIT_FAILED, BarrierTimeout, CommError
@@ -75,4 +77,4 @@ def worker(opts: JobOptions):
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     opts = job_options(a, allow_all=True)
-    return run_job(["-m", "nccl_bench", "smoke", *argv], opts, worker(opts), "smoke")
+    return run_job(JobSpec("smoke", opts, WorkerRef.of(worker, opts)))

@@ -14,11 +14,12 @@ from nccl_bench.measure import collectives
 from nccl_bench.measure import fits
 from nccl_bench.core import launch, optionfields, results
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
-from nccl_bench.job.runner import run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.spec import JobSpec, WorkerRef
+from nccl_bench.bench.worker import worker
 from nccl_bench.core.errors import UsageError
 from nccl_bench.bench.split import from_env as split_from_env, groups
 from nccl_bench.bench.options import BenchOptions
-from nccl_bench.bench.worker import worker
 
 
 def parser() -> Parser:
@@ -57,18 +58,15 @@ def check_ranks(o: BenchOptions, nranks: int, named: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """The driver, or a rank of a user's launcher: the options checked, then the job (nccl_bench.job.runner)."""
     a = parser().parse_args(argv)
     o = options(a)
     ident = launch.detect()
     nranks = ident.world_size if ident else o.job.local_ranks()
-    if o.torch_free and launch.self_launched(ident):  # a rank of ours: CUDA starts in a thread now (see worker)
-        from nccl_bench.core import cudadriver
-        cudadriver.init_early(ident.local_rank)
     check_ranks(o, nranks, a.collective if isinstance(a.collective, list) else a.collective.split(","))
-    if not launch.self_launched(ident):  # a rank of ours: its launcher proved these before starting it
-        results.check_writable(o.json, "-J/--json", kind="bench")
-        check_fits(o, nranks)
-    return run_job(["-m", "nccl_bench", "bench", *argv], o.job, worker(o), "bench", result=o.json,
-                   torch_free=o.torch_free)
+    results.check_writable(o.json, "-J/--json", kind="bench")
+    check_fits(o, nranks)
+    return run_job(JobSpec("bench", o.job, WorkerRef.of(worker, o), result=o.json,
+                           torch_free=o.torch_free))
 
 

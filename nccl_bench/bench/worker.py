@@ -50,11 +50,16 @@ def algo_verdict(algo: str, coll: collectives.Collective, reported: str | None) 
 
 
 def worker(o: BenchOptions):
+    """The rank's worker, built as the rank starts (nccl_bench.job.runner.run_rank). A rank of ours starts CUDA in
+    a thread now, at its first line, where the job store is found at once; a rank of a user's launcher once it
+    has reached the store: started before, it held up the store's rendezvous under mpiexec (docs/validation.md)."""
+    ident = launch.detect()
+    if o.torch_free and launch.self_launched(ident):
+        from nccl_bench.core import cudadriver
+        cudadriver.init_early(ident.local_rank)
+
     def run(job: Job) -> int:
         if o.torch_free and not launch.self_launched(job.ident):
-            # A rank of a user's launcher starts CUDA once it has reached the job store: started before, it held
-            # up the store's rendezvous under mpiexec. A rank of ours started it at its first line
-            # (bench.command.main), where the store is found at once (docs/validation.md).
             from nccl_bench.core import cudadriver
             cudadriver.init_early(job.ident.local_rank)
         confirmation = _confirmation(o)  # the profiler plugin named before NCCL loads

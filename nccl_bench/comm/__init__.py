@@ -37,7 +37,22 @@ def gpu_count() -> int:
         if nodes:
             return nodes
     from nccl_bench.core import cudadriver
-    return cudadriver.visible_count()
+    try:
+        return cudadriver.visible_count()
+    except cudadriver.CudaError:  # no CUDA bindings here (torch's backend needs none): the variable's own list
+        return listed_count(os.environ["CUDA_VISIBLE_DEVICES"], _gpu_nodes())
+
+
+def listed_count(visible: str, nodes: int) -> int:
+    """The GPUs a CUDA_VISIBLE_DEVICES value names, read as CUDA reads it: entries up to the first that names
+    no GPU (an index not below `nodes`, where that is known, a repeat, or an empty one); UUIDs count as named."""
+    seen: list[str] = []
+    for entry in (e.strip() for e in visible.split(",")):
+        index_ok = entry.isdigit() and (nodes == 0 or int(entry) < nodes)
+        if not (index_ok or entry.startswith(("GPU-", "MIG-"))) or entry in seen:
+            break
+        seen.append(entry)
+    return len(seen)
 
 
 def _gpu_nodes() -> int:

@@ -181,28 +181,24 @@ def _symbol(name: str) -> int:
     return ctypes.cast(getattr(_HANDLE[0], name), ctypes.c_void_p).value
 
 
-_MEMCPY: list = []
-
-
-def memcpy_async():
-    """The CUDA driver's cuMemcpyAsync(dst, src, bytes, stream) as a ctypes function (its address:
-    memcpy_address()): a local copy on the copy engine, as nccl-tests' cudaMemcpyAsync."""
-    if not _MEMCPY:
-        _MEMCPY.append(cudadriver.function("cuMemcpyAsync", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
-                                           ctypes.c_size_t, ctypes.c_void_p))
-    return _MEMCPY[0]
+_MEMCPY: list[int] = []
 
 
 def memcpy_address() -> int:
-    return ctypes.cast(memcpy_async(), ctypes.c_void_p).value
+    """The CUDA driver's cuMemcpyAsync(dst, src, bytes, stream), for the compiled loop: a local copy on the copy
+    engine, as nccl-tests' cudaMemcpyAsync."""
+    if not _MEMCPY:
+        _MEMCPY.append(cudadriver.address("cuMemcpyAsync"))
+    return _MEMCPY[0]
 
 
 def memcpy(dst: int, src: int, nbytes: int, stream: int) -> None:
     """One local copy on `stream` (the Python loop's; the compiled loop calls memcpy_address())."""
-    rc = memcpy_async()(dst, src, nbytes, stream)
-    if rc:
+    try:
+        cudadriver.call("cuMemcpyAsync", dst, src, nbytes, stream)
+    except cudadriver.CudaError as e:
         from nccl_bench.core.errors import CommError
-        raise CommError("exchange", "cuMemcpyAsync failed", f"CUresult {rc}")
+        raise CommError("exchange", "cuMemcpyAsync failed", str(e)) from None
 
 
 class CompiledLoop:

@@ -17,7 +17,7 @@ class DeviceSide:
         """ncclMemAlloc'd memory, as nccl-tests (>= 2.19) allocates its buffers: cuMem-backed, so NCCL
         can register it, e.g. for collectives captured in CUDA graphs. Freed with the tensor (or array)."""
         if self.gpu is not None:
-            from nccl_bench.core.cudadriver import DeviceArray
+            from nccl_bench.core.devicearray import DeviceArray
             name = dtype if isinstance(dtype, str) else str(dtype).rsplit(".", 1)[-1]
             return DeviceArray.allocate(self.gpu, numel, name, self.nb.mem_alloc, self.nb.mem_free)
         import torch

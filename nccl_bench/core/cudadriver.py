@@ -1,80 +1,118 @@
-"""A GPU without torch: the CUDA driver (libcuda, through ctypes) for what a `--backend nccl` bench rank
-needs: a device's primary context, streams, timing events, and device arrays with the part of a tensor's
-interface the sweep uses (slices, numel, element_size, data_ptr, zero_, fill_, item), without importing
-torch before the first row (docs/validation.md has what that cost). Memory comes from the caller's
-allocator (the nccl backend's is ncclMemAlloc, as nccl-tests allocates).
+"""A GPU without torch: the CUDA driver and NVRTC through NVIDIA's own bindings (`cuda.bindings`, installed
+with nccl4py[cu13], which a `--backend nccl` rank imports anyway) for what such a rank needs: a device's primary
+context, streams, timing events, device arrays with the part of a tensor's interface the sweep uses (slices,
+numel, element_size, data_ptr, zero_, fill_, item), and compiled kernels, without importing torch before the
+first row (docs/validation.md has what that cost). Memory comes from the caller's allocator (the nccl backend's
+is ncclMemAlloc, as nccl-tests allocates).
 
-Every call runs in this process's current context (`Gpu.use`), which the CUDA runtime inside NCCL adopts
-as its current device, as cudaSetDevice would have made it.
+This is the one module that talks to libcuda and NVRTC: the others ask it (a count, an address, a Gpu). Every
+call runs in this process's current context (`Gpu.use`), which the CUDA runtime inside NCCL adopts as its
+current device, as cudaSetDevice would have made it. Handles travel as ints (`cuda_stream`, `cuda_event`, as
+torch names them); the bindings take them as they are.
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
 import ctypes
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable
 
 from nccl_bench.core import launch
-from nccl_bench.core.dtypes import ELEMENT_BYTES
+from nccl_bench.core.errors import UsageError
 from nccl_bench.core.startmarks import mark
 
-_LIB: list = []
-_CU_EVENT_DISABLE_TIMING = 0x2
-_CU_STREAM_NON_BLOCKING = 0x1
-_NOT_READY = 600  # CUDA_ERROR_NOT_READY
-_NOT_INITIALIZED = 3  # CUDA_ERROR_NOT_INITIALIZED
-_PCI = {"domain": 50, "bus": 33, "device": 34}  # CU_DEVICE_ATTRIBUTE_PCI_{DOMAIN,BUS,DEVICE}_ID
+_BINDINGS: dict = {}
+_STARTED: list = []  # [True] once this process called cuInit here
+INSTALL_HINT = "pip install 'nccl4py[cu13]' (or cuda-bindings)"
 
 
 class CudaError(RuntimeError):
-    """A driver call failed: its name and the driver's error name."""
+    """A driver or NVRTC call failed: its name and the library's error name."""
 
 
-def lib():
-    """The CUDA driver library: this module is the only one that opens it; others ask it for what they need."""
-    if not _LIB:
-        _LIB.append(ctypes.CDLL("libcuda.so.1"))
-    return _LIB[0]
+def driver():
+    """`cuda.bindings.driver`, imported when first asked (a command's driver process rarely needs it). Its
+    first call opens libcuda; where there is none that call raises RuntimeError, which call() says."""
+    if "driver" not in _BINDINGS:
+        try:
+            from cuda.bindings import driver as d
+        except ImportError as e:
+            raise CudaError(f"NVIDIA's CUDA bindings are not installed ({e}): {INSTALL_HINT}") from None
+        _BINDINGS["driver"] = d
+    return _BINDINGS["driver"]
+
+
+def call(name: str, *args):
+    """driver.<name>(*args) with its CUresult checked: what the call returns beside it (None, one value, or a
+    tuple). Ints are taken for every handle and pointer."""
+    try:
+        err, *out = getattr(driver(), name)(*args)
+    except RuntimeError as e:  # no CUDA driver library on this machine for the bindings to load
+        if isinstance(e, CudaError):
+            raise
+        raise CudaError(f"{name}: {e}") from None
+    if err != driver().CUresult.CUDA_SUCCESS:
+        raise CudaError(f"{name}: {_error_name(err)} ({int(err)})")
+    return None if not out else out[0] if len(out) == 1 else tuple(out)
+
+
+def _error_name(err) -> str:
+    try:
+        got, text = driver().cuGetErrorName(err)
+        return text.decode() if got == driver().CUresult.CUDA_SUCCESS else getattr(err, "name", "?")
+    except Exception:  # naming an error must never hide it
+        return getattr(err, "name", "?")
 
 
 def address(name: str) -> int:
-    """A driver function's address, for compiled code that calls it (comm.launchloop)."""
-    return ctypes.cast(getattr(lib(), name), ctypes.c_void_p).value
-
-
-def function(name: str, restype, *argtypes):
-    """A driver function as a ctypes function of its own prototype (the library's shared attribute untouched)."""
-    return ctypes.CFUNCTYPE(restype, *argtypes)((name, lib()))
+    """A driver function's address (the legacy default stream's variant, as its plain symbol in libcuda), for
+    compiled code that calls it (comm.launchloop)."""
+    d = driver()
+    pfn, status = call("cuGetProcAddress", name.encode(), call("cuDriverGetVersion"),
+                       d.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    if status != d.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS or not int(pfn):
+        raise CudaError(f"cuGetProcAddress: the driver has no {name} ({getattr(status, 'name', status)})")
+    return int(pfn)
 
 
 def visible_count() -> int:
-    """The GPUs the driver shows this process (CUDA_VISIBLE_DEVICES honoured); 0 where there is no driver."""
+    """The GPUs the driver shows this process (CUDA_VISIBLE_DEVICES honoured); 0 where there is no driver.
+    CudaError where the bindings are not installed: the caller counts another way."""
+    driver()
     try:
         return device_count()
-    except (OSError, AttributeError, CudaError):
+    except CudaError:
         return 0
 
 
 def initialised_here() -> bool:
-    """Whether this process initialised CUDA, which a fork does not survive: libcuda mapped is not enough (NVML
-    maps it), its cuCtxGetCurrent must not answer CUDA_ERROR_NOT_INITIALIZED. Opens nothing not yet mapped."""
+    """Whether this process initialised CUDA, which a fork does not survive: cuInit through this module, or torch's
+    CUDA. Answered without a driver call: the launcher asks after NVML has mapped libcuda (a sweep over 1 GiB),
+    and the bindings' first call there resolves every driver function before any fork."""
+    if _STARTED:
+        return True
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def fork_safe() -> bool:
+    """Whether ranks forked from this process may start CUDA and NCCL: it initialised no CUDA and has no NVIDIA
+    driver library loaded. NVML does not survive a fork either: ranks forked from a launcher that had asked NVML
+    for the GPUs' memory (a sweep over 1 GiB) crashed in NCCL's init (docs/validation.md)."""
     from nccl_bench.core.sysinfo import mapped_lib
-    if mapped_lib("libcuda.so") is None:
-        return False
-    try:
-        return lib().cuCtxGetCurrent(ctypes.byref(ctypes.c_void_p())) != _NOT_INITIALIZED
-    except (OSError, AttributeError):
-        return True  # not known: the warm server, which never loads CUDA itself
+    return not initialised_here() and not any(mapped_lib(name) for name in ("libcuda.so", "libnvidia-ml.so"))
 
 
-def call(name: str, *args) -> None:
-    rc = getattr(lib(), name)(*args)
-    if rc:
-        text = ctypes.c_char_p()
-        lib().cuGetErrorName(rc, ctypes.byref(text))
-        raise CudaError(f"{name}: {(text.value or b'?').decode()} ({rc})")
+def _init() -> None:
+    call("cuInit", 0)
+    _STARTED.append(True)
+
+
+def device_count() -> int:
+    _init()
+    return call("cuDeviceGetCount")
 
 
 @dataclass(frozen=True)
@@ -89,12 +127,10 @@ class Gpu:
     """One device's primary context, made current in this thread by use()."""
 
     def __init__(self, index: int):
-        call("cuInit", 0)
+        _init()
         self.device = Device(index)
-        self._dev = ctypes.c_int()
-        call("cuDeviceGet", ctypes.byref(self._dev), index)
-        self._ctx = ctypes.c_void_p()
-        call("cuDevicePrimaryCtxRetain", ctypes.byref(self._ctx), self._dev)
+        self._dev = call("cuDeviceGet", index)
+        self._ctx = call("cuDevicePrimaryCtxRetain", self._dev)
         self.use()
         self.current = Stream(0)  # the legacy default stream until a caller picks another (on_stream)
         mark("cuda")
@@ -112,27 +148,23 @@ class Gpu:
             self.current = previous
 
     def name(self) -> str:
-        buf = ctypes.create_string_buffer(256)
-        call("cuDeviceGetName", buf, 256, self._dev)
-        return buf.value.decode(errors="replace")
+        return call("cuDeviceGetName", 256, self._dev).split(b"\0", 1)[0].decode(errors="replace")
 
-    def attribute(self, attr: int) -> int:
-        """A CUdevice_attribute's value."""
-        v = ctypes.c_int()
-        call("cuDeviceGetAttribute", ctypes.byref(v), attr, self._dev)
-        return v.value
+    def attribute(self, name: str) -> int:
+        """A CUdevice_attribute's value, by its name less CU_DEVICE_ATTRIBUTE_ (PCI_BUS_ID, ...)."""
+        return call("cuDeviceGetAttribute", getattr(driver().CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                    self._dev)
 
     def pci(self) -> tuple[int, int, int]:
-        return tuple(self.attribute(a) for a in _PCI.values())
+        return tuple(self.attribute(f"PCI_{part}_ID") for part in ("DOMAIN", "BUS", "DEVICE"))
 
     def arch(self) -> str:
         """sm_XY, from the compute capability."""
-        return f"sm_{self.attribute(75)}{self.attribute(76)}"  # COMPUTE_CAPABILITY_MAJOR, _MINOR
+        return f"sm_{self.attribute('COMPUTE_CAPABILITY_MAJOR')}{self.attribute('COMPUTE_CAPABILITY_MINOR')}"
 
     def new_stream(self) -> "Stream":
-        handle = ctypes.c_void_p()
-        call("cuStreamCreate", ctypes.byref(handle), _CU_STREAM_NON_BLOCKING)
-        return Stream(handle.value or 0, owned=True)
+        handle = call("cuStreamCreate", driver().CUstream_flags.CU_STREAM_NON_BLOCKING)
+        return Stream(int(handle), owned=True)
 
     def new_event(self, enable_timing: bool = False) -> "Event":
         return Event(enable_timing)
@@ -140,14 +172,23 @@ class Gpu:
 
 def mem_alloc(nbytes: int) -> int:
     """cuMemAlloc in the current context (an allocator for DeviceArray.allocate where NCCL's is not wanted)."""
-    ptr = ctypes.c_uint64()
-    call("cuMemAlloc_v2", ctypes.byref(ptr), ctypes.c_size_t(nbytes))
-    return ptr.value
+    return int(call("cuMemAlloc", nbytes))
 
 
 def mem_free(ptr: int) -> None:
-    if _LIB:
-        lib().cuMemFree_v2(ctypes.c_uint64(ptr))
+    _quietly("cuMemFree", ptr)
+
+
+def copy(dst: int, src: int, nbytes: int) -> None:
+    """A copy between any two pointers of this process (unified addressing), done when it returns."""
+    call("cuMemcpy", dst, src, nbytes)
+
+
+def _quietly(name: str, *args) -> None:
+    """A release from a destructor: nothing to say if it fails, and at exit the bindings may be gone."""
+    if "driver" in _BINDINGS:
+        with contextlib.suppress(Exception):
+            getattr(_BINDINGS["driver"], name)(*args)
 
 
 _GPUS: dict[int, Gpu] = {}
@@ -189,13 +230,6 @@ def init_early(local_rank: int) -> None:
 EXIT_WAIT_S = 30.0
 
 
-def device_count() -> int:
-    call("cuInit", 0)
-    n = ctypes.c_int()
-    call("cuDeviceGetCount", ctypes.byref(n))
-    return n.value
-
-
 class Stream:
     """A CUDA stream by its handle (`cuda_stream`, as torch names it); 0 is the legacy default stream."""
 
@@ -203,11 +237,11 @@ class Stream:
         self.cuda_stream, self._owned = handle, owned
 
     def synchronize(self) -> None:
-        call("cuStreamSynchronize", ctypes.c_void_p(self.cuda_stream))
+        call("cuStreamSynchronize", self.cuda_stream)
 
     def __del__(self):
-        if self._owned and _LIB:
-            lib().cuStreamDestroy_v2(ctypes.c_void_p(self.cuda_stream))
+        if self._owned:
+            _quietly("cuStreamDestroy", self.cuda_stream)
 
 
 class Event:
@@ -215,115 +249,91 @@ class Event:
     once, so `cuda_event` is its handle from the start."""
 
     def __init__(self, enable_timing: bool = False):
-        handle = ctypes.c_void_p()
-        call("cuEventCreate", ctypes.byref(handle), 0 if enable_timing else _CU_EVENT_DISABLE_TIMING)
-        self.cuda_event = handle.value
+        flags = driver().CUevent_flags
+        self.cuda_event = int(call("cuEventCreate", flags.CU_EVENT_DEFAULT if enable_timing
+                                   else flags.CU_EVENT_DISABLE_TIMING))
 
     def record(self, stream: Stream) -> None:
-        call("cuEventRecord", ctypes.c_void_p(self.cuda_event), ctypes.c_void_p(stream.cuda_stream))
+        call("cuEventRecord", self.cuda_event, stream.cuda_stream)
 
     def query(self) -> bool:
-        rc = lib().cuEventQuery(ctypes.c_void_p(self.cuda_event))
-        if rc not in (0, _NOT_READY):
-            call("cuEventQuery", ctypes.c_void_p(self.cuda_event))  # raises, naming the error
-        return rc == 0
+        d = driver()
+        err = d.cuEventQuery(self.cuda_event)[0]
+        if err not in (d.CUresult.CUDA_SUCCESS, d.CUresult.CUDA_ERROR_NOT_READY):
+            call("cuEventQuery", self.cuda_event)  # raises, naming the error
+        return err == d.CUresult.CUDA_SUCCESS
 
     def synchronize(self) -> None:
-        call("cuEventSynchronize", ctypes.c_void_p(self.cuda_event))
+        call("cuEventSynchronize", self.cuda_event)
 
     def elapsed_time(self, end: "Event") -> float:
-        ms = ctypes.c_float()
-        call("cuEventElapsedTime", ctypes.byref(ms), ctypes.c_void_p(self.cuda_event), ctypes.c_void_p(end.cuda_event))
-        return ms.value
+        return call("cuEventElapsedTime", self.cuda_event, end.cuda_event)
 
     def __del__(self):
-        if self.cuda_event and _LIB:
-            lib().cuEventDestroy_v2(ctypes.c_void_p(self.cuda_event))
+        if getattr(self, "cuda_event", 0):
+            _quietly("cuEventDestroy", self.cuda_event)
 
 
-class _Memory:
-    """One allocation, freed by `free` when the last array on it goes."""
+class Module:
+    """A compiled image (a cubin) loaded in the current context; its kernels launched by name."""
 
-    def __init__(self, ptr: int, free: Callable[[int], None]):
-        self.ptr, self._free = ptr, free
+    def __init__(self, image: bytes):
+        data = ctypes.create_string_buffer(image, len(image))
+        self._handle = call("cuModuleLoadData", ctypes.addressof(data))
+        self._functions: dict[str, object] = {}
 
-    def __del__(self):
-        if self.ptr:
-            self._free(self.ptr)
-            self.ptr = 0
-
-
-class DeviceArray:
-    """A one-dimensional run of `numel` elements of `dtype` (torch's dtype name) at `ptr` on `gpu`,
-    holding its allocation alive; slicing makes views, as a tensor's does."""
-
-    def __init__(self, gpu: Gpu, memory: _Memory, offset: int, numel: int, dtype: str):
-        self.gpu, self._memory, self._offset, self._numel, self.dtype = gpu, memory, offset, numel, dtype
-        self.device = gpu.device
-
-    @classmethod
-    def allocate(cls, gpu: Gpu, numel: int, dtype: str, alloc: Callable[[int], int],
-                 free: Callable[[int], None]) -> "DeviceArray":
-        """A zeroed array from `alloc(bytes) -> pointer` (its memory given back by `free(pointer)`)."""
-        nbytes = max(numel, 1) * ELEMENT_BYTES[dtype]
-        out = cls(gpu, _Memory(int(alloc(nbytes)), free), 0, numel, dtype)
-        out.zero_()
-        return out
-
-    def element_size(self) -> int:
-        return ELEMENT_BYTES[self.dtype]
-
-    def numel(self) -> int:
-        return self._numel
-
-    def data_ptr(self) -> int:
-        return self._memory.ptr + self._offset * ELEMENT_BYTES[self.dtype]
-
-    def __getitem__(self, key: slice) -> "DeviceArray":
-        if not isinstance(key, slice) or key.step not in (None, 1):
-            raise TypeError("a DeviceArray is sliced by a plain slice only")
-        start, stop, _ = key.indices(self._numel)
-        return DeviceArray(self.gpu, self._memory, self._offset + start, max(stop - start, 0), self.dtype)
-
-    def zero_(self) -> "DeviceArray":
-        call("cuMemsetD8Async", ctypes.c_uint64(self.data_ptr()), ctypes.c_ubyte(0),
-             ctypes.c_size_t(self._numel * self.element_size()), ctypes.c_void_p(self.gpu.current.cuda_stream))
-        return self
-
-    def fill_(self, value: float) -> "DeviceArray":
-        """Every element set to `value` (a small array: a vote, a token), through the host."""
-        data = _host(self.dtype, [value] * self._numel)
-        call("cuMemcpyHtoDAsync_v2", ctypes.c_uint64(self.data_ptr()), data, ctypes.c_size_t(ctypes.sizeof(data)),
-             ctypes.c_void_p(self.gpu.current.cuda_stream))
-        self.gpu.current.synchronize()  # `data` lives until the copy read it
-        return self
-
-    def item(self) -> float:
-        """The first element's value, after the current stream's work."""
-        data = _host(self.dtype, [0])
-        self.gpu.current.synchronize()
-        call("cuMemcpyDtoH_v2", data, ctypes.c_uint64(self.data_ptr()), ctypes.c_size_t(ctypes.sizeof(data)))
-        return _value(self.dtype, data)
+    def launch(self, name: str, blocks: int, threads: int, stream: int, *args) -> None:
+        """Kernel `name` on `blocks` x `threads` in `stream`; `args` are ctypes values in the kernel's order."""
+        if name not in self._functions:
+            self._functions[name] = call("cuModuleGetFunction", self._handle, name.encode())
+        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        call("cuLaunchKernel", self._functions[name], blocks, 1, 1, threads, 1, 1, 0, stream,
+             ctypes.addressof(params), 0)
 
 
-_CTYPES = {"int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
-           "float32": ctypes.c_float, "float64": ctypes.c_double}
+def _nvrtc():
+    """`cuda.bindings.nvrtc`, which finds libnvrtc itself (the system's, or a CUDA wheel's: torch's, or
+    nvidia-cuda-nvrtc); bad input (exit 2, one line) where there is none."""
+    if "nvrtc" not in _BINDINGS:
+        try:
+            from cuda.bindings import nvrtc
+            nvrtc.nvrtcVersion()
+        except Exception as e:  # ImportError, or cuda.pathfinder's library-not-found
+            raise UsageError(f"compiling a kernel needs NVRTC and none was found ({str(e)[:120]}): install CUDA's "
+                             f"or `pip install nvidia-cuda-nvrtc`") from None
+        _BINDINGS["nvrtc"] = nvrtc
+    return _BINDINGS["nvrtc"]
 
 
-def _host(dtype: str, values: list[float]):
-    """Host copies of `values` as `dtype`'s bits (16-bit floats through numpy's float16 and float32's top half)."""
-    if dtype in _CTYPES:
-        return (_CTYPES[dtype] * len(values))(*values)
-    import numpy as np
-    bits = (np.asarray(values, np.float16).view(np.uint16) if dtype == "float16"
-            else (np.asarray(values, np.float32).view(np.uint32) >> 16).astype(np.uint16))
-    return (ctypes.c_uint16 * len(values))(*bits.tolist())
+def _nvrtc_call(name: str, *args):
+    nv = _nvrtc()
+    err, *out = getattr(nv, name)(*args)
+    if err != nv.nvrtcResult.NVRTC_SUCCESS:
+        raise CudaError(f"{name}: {getattr(err, 'name', err)}")
+    return out[0] if out else None
 
 
-def _value(dtype: str, data) -> float:
-    if dtype in _CTYPES:
-        return data[0]
-    import numpy as np
-    bits = np.asarray([data[0]], np.uint16)
-    return float(bits.view(np.float16)[0] if dtype == "float16"
-                 else (bits.astype(np.uint32) << 16).view(np.float32)[0])
+def compile_cubin(source: str, filename: str, arch: str) -> bytes:
+    """`source` (CUDA C++) compiled by NVRTC for `arch` (sm_XY) into a cubin; CudaError with the compiler's
+    log where it fails."""
+    prog = _nvrtc_call("nvrtcCreateProgram", source.encode(), filename.encode(), 0, [], [])
+    try:
+        options = [f"--gpu-architecture={arch}".encode(), b"-std=c++14"]
+        try:
+            _nvrtc_call("nvrtcCompileProgram", prog, len(options), options)
+        except CudaError as e:
+            log = _buffer(_nvrtc_call("nvrtcGetProgramLogSize", prog))
+            _nvrtc_call("nvrtcGetProgramLog", prog, log)
+            said = log.rstrip(b"\0 ").decode(errors="replace").strip()[:300]
+            raise CudaError(f"NVRTC could not compile {filename} for {arch}: {said or e}") from None
+        cubin = _buffer(_nvrtc_call("nvrtcGetCUBINSize", prog))
+        _nvrtc_call("nvrtcGetCUBIN", prog, cubin)
+        return cubin
+    finally:
+        with contextlib.suppress(Exception):
+            _nvrtc().nvrtcDestroyProgram(prog)
+
+
+def _buffer(size: int) -> bytes:
+    """A bytes object NVRTC writes into (the bindings' way): never one of Python's shared one-byte objects."""
+    return b" " * max(size, 2)

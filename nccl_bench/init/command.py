@@ -21,7 +21,9 @@ from nccl_bench.core import results, sysinfo
 from nccl_bench import records
 from nccl_bench.comm.bootstrap import MODES
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
-from nccl_bench.job.runner import Job, run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.runner import Job
+from nccl_bench.job.spec import JobSpec, WorkerRef
 from nccl_bench.comm import InitPlan
 from nccl_bench.records.init import PHASES
 from nccl_bench.records.init import failures, measured, stale_rounds, summarize
@@ -317,9 +319,9 @@ def main(argv: list[str]) -> int:
         check = LeakCheckOptions(a.leak_check, a.leak_every, a.leak_warmup, mode=job.init[0],
                                  depth=8 if a.destroys_in_flight is None else a.destroys_in_flight)
         results.check_writable(a.json, kind="leakcheck")
-        return run_job(["-m", "nccl_bench", "init", *argv], job, leak_worker(job, check, a.json), "init", result=a.json)
+        return run_job(JobSpec("init", job, WorkerRef.of(leak_worker, job, check, a.json), result=a.json))
     opts = InitBenchOptions(job=job_options(a, allow_all=True),
                             rounds=DEFAULT_ROUNDS if a.rounds is None else a.rounds,
                             warmup=1 if a.warmup is None else a.warmup,
                             skew_max=a.skew_max, seed=a.seed, json=a.json)
-    return run_job(["-m", "nccl_bench", "init", *argv], opts.job, worker(opts), "init", result=opts.json)
+    return run_job(JobSpec("init", opts.job, WorkerRef.of(worker, opts), result=opts.json))

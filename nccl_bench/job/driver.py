@@ -1,14 +1,22 @@
 """The driver: a command started with no launcher around it. It has checked its options; here it fixes where
-the ranks' library logs go, starts the ranks (nccl_bench.job.launcher) and, when the job failed, points at those
-logs. It never joins the job itself: that is a rank's part (nccl_bench.job.runner)."""
+the ranks' library logs go, starts the ranks (nccl_bench.job.launcher), each handed the job as checked
+(nccl_bench.job.spec), and, when the job failed, points at those logs. It never joins the job itself: that is a
+rank's part (nccl_bench.job.runner)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from nccl_bench.core import startmarks
 from nccl_bench.core.errors import EXIT_FAILED
+from nccl_bench.core import launch as launch_env
 from nccl_bench.job import launcher, logs
+from nccl_bench.job.runner import run_rank
+from nccl_bench.job import spec as jobspec
 from nccl_bench.job.options import store_timeout_default
+from nccl_bench.job.spec import JobSpec
+
+RANK_MODULE = "nccl_bench.job.rank"  # what each rank runs (launcher.run_module)
 
 
 def say_starting(command: str, nranks: int, backend: str | None) -> None:
@@ -21,14 +29,29 @@ def say_starting(command: str, nranks: int, backend: str | None) -> None:
           file=sys.stderr, flush=True)
 
 
-def launch(nranks: int, launch_argv: list[str], command: str, verbose: bool, result: str | None = None,
-           backend: str | None = None, torch_free: bool = False, **kw) -> int:
-    """Start `nranks` local ranks of `python launch_argv...` (the command `command`) and wait for them all."""
+def launch(spec: JobSpec, max_restarts: int = 0, failures: list | None = None) -> int:
+    """Start the job's local ranks, each handed `spec` (nccl_bench.job.rank), and wait for them all."""
+    opts = spec.job
     store_timeout_default()  # a bad setting is the driver's one line, before any rank starts
     startmarks.check()
-    stem = logs.fix_stem(result, command, verbose)
-    say_starting(command, nranks, backend)
-    code = launcher.self_launch(nranks, launch_argv, preload=launcher.preload(torch_free), **kw)
+    stem = logs.fix_stem(spec.result, spec.command, opts.verbose)
+    nranks = opts.local_ranks()
+    say_starting(spec.command, nranks, opts.backend)
+    path = jobspec.write(replace(spec, argv=tuple(sys.argv)))
+    try:
+        code = launcher.self_launch(nranks, ["-m", RANK_MODULE, path], preload=launcher.preload(spec.torch_free),
+                                    max_restarts=max_restarts, failures=failures)
+    finally:
+        jobspec.remove(path)
     if code == EXIT_FAILED and stem is not None:
         print(f"library logs (c10d, gloo, NCCL): {logs.pattern(stem)}", file=sys.stderr, flush=True)
     return code
+
+
+def run_job(spec: JobSpec) -> int:
+    """A command's job, its options checked: with no launcher around this process, the driver starts the ranks
+    and hands each the spec (launch); under a user's launcher (torchrun, srun, mpirun) this process is a rank,
+    and runs its part (nccl_bench.job.runner.run_rank)."""
+    if launch_env.detect() is None:
+        return launch(spec)
+    return run_rank(spec)

@@ -10,19 +10,12 @@ import signal
 import sys
 import uuid
 
-from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, said_stop, stopping,
-                        terminated)
+from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, keep_stops_from_callbacks,
+                        said_stop, stopping, terminated)
 from nccl_bench.core import cudadriver, private
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
 from nccl_bench.core.startmarks import mark
 from nccl_bench.job import reaping, workers
-
-
-def die_with_parent() -> None:
-    """Workers die when their launcher dies, even by SIGKILL: no orphan holds a GPU."""
-    reaping.die_with_parent()
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(EXIT_FAILED)
 
 
 # How local ranks start: "forkserver" (default) forks each from a server process that imported
@@ -81,9 +74,10 @@ def stopped_by(folder: str) -> int | None:
 
 
 def run_module(argv: list[str]) -> None:
-    """A rank forked from the warm server runs `python -m MODULE ARGS...` here, as a new process
-    would; a non-zero exit leaves the process with that code (the launcher reads it)."""
-    import runpy
+    """A rank forked from the warm server or from the launcher runs its part here, its `argv` the one a new
+    process would have: `-m nccl_bench.job.rank FILE` (nccl_bench.job.driver); a non-zero exit leaves the process
+    with that code (the launcher reads it)."""
+    keep_stops_from_callbacks()  # a Ctrl-C inside an import's weakref callback is delivered again, not lost
     # the server ignores these (nccl_bench.job.serverside); a rank must not, unless its command runs under nohup
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_IGN if os.environ.get(NOHUP_ENV) else signal.SIG_DFL)
@@ -99,13 +93,12 @@ def run_module(argv: list[str]) -> None:
     module, args = argv[1], argv[2:]
     sys.argv = [module, *args]
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except (KeyboardInterrupt, RuntimeError) as e:  # before the module's own handler (while importing)
-        raise SystemExit(said_stop(e)) from None
+        from nccl_bench.job import rank
+        code = rank.main(args)
+    except (KeyboardInterrupt, RuntimeError) as e:  # before the rank's own handler (while importing)
+        code = said_stop(e)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_FAILED)
-        if code:
-            raise SystemExit(code) from None
     finally:
         # Done: the launcher may now hold this process until the others are (its handshake), and stops
         # it with SIGTERM when one failed; our handlers, made for the run, must not delay that.
@@ -118,6 +111,8 @@ def run_module(argv: list[str]) -> None:
                 except (OSError, ValueError):
                     pass
             os.kill(os.getpid(), _stop_noted)
+    if code:
+        raise SystemExit(code)
 
 
 @contextlib.contextmanager
@@ -183,11 +178,11 @@ def _shutdown_grace() -> float:
 
 
 def _start_method(argv: list[str], preload: tuple[str, ...]) -> str:
-    """"forkserver", "fork" (a job without torch, CUDA not loaded in this process) or "exec"."""
+    """"forkserver", "fork" (a job without torch, neither CUDA nor NVML loaded in this process) or "exec"."""
     method = os.environ.get(START_ENV, "forkserver")
     if method != "forkserver" or argv[:1] != ["-m"]:
         return "exec"
-    if preload == PRELOAD_TORCH_FREE and not cudadriver.initialised_here():  # CUDA's state does not survive a fork
+    if preload == PRELOAD_TORCH_FREE and cudadriver.fork_safe():  # neither CUDA's state nor NVML's survives a fork
         return "fork"
     return method
 

@@ -1,5 +1,6 @@
-"""The job runner every command uses: an entry point guarded (bad input one line and exit 2, no traceback),
-the job's ranks launched here or joined under a launcher, the worker run on each rank, and the exit."""
+"""A rank's part of the job every command runs: an entry point guarded (bad input one line and exit 2, no
+traceback), the job joined (its store, its peers), the worker run, and the exit. The driver, which starts the
+ranks, is nccl_bench.job.driver."""
 from __future__ import annotations
 
 import os
@@ -16,11 +17,12 @@ from nccl_bench import (SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, 
 from nccl_bench.core import launch
 from nccl_bench.core import startmarks
 from nccl_bench.core.startmarks import mark
-from nccl_bench.job import driver, launcher
+from nccl_bench.job import reaping
 from nccl_bench.job import logs
 from nccl_bench.core.errors import (EXIT_FAILED, EXIT_USAGE, BarrierTimeout, CommError, NeverJoined, StoreSilent,
                                     StoreUnreachable, UsageError)
 from nccl_bench.job.options import JobOptions, store_timeout_default
+from nccl_bench.job.spec import JobSpec
 
 
 @dataclass
@@ -83,34 +85,27 @@ def guarded(fn: Callable[[], int]) -> int:
         return EXIT_FAILED
 
 
-def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], int], command: str,
-            store_timeout: float | None = None, max_restarts: int = 0, result: str | None = None,
-            torch_free: bool = False, meeting: bool = True) -> int:
-    """With no launcher around us, the driver starts the ranks (nccl_bench.job.driver); else this process is a
-    rank: it joins the job and runs `worker`.
-
-    `launch_argv` re-invokes this same command, e.g. ["-m", "nccl_bench", "smoke", ...]; `command` is its name,
-    for the log files and what the driver says.
-    `result` is the command's result file when known: each rank's library log goes beside it.
-    `torch_free`: the worker loads no torch, so neither do the launch and the job store.
-    `meeting`: every rank joins before the worker runs (meet); False for a worker that names absent ranks itself
-    (doctor's ranks_alive check).
-    """
+def run_rank(spec: JobSpec) -> int:
+    """A rank's part: join the job (its store, its peers), run the worker, leave."""
     ident = launch.detect()
-    if ident is not None and not launch.self_launched(ident):  # ranks of ours: their launcher checked it
-        startmarks.check()
-    if store_timeout is None:
-        store_timeout = _store_wait(ident, opts)
     if ident is None:
-        return driver.launch(opts.local_ranks(), launch_argv, command, opts.verbose, result, opts.backend, torch_free,
-                             max_restarts=max_restarts)
+        raise UsageError("a rank needs a launcher's RANK and WORLD_SIZE (it is started by its driver)")
+    opts, command, result = spec.job, spec.command, spec.result
+    if spec.argv:  # a rank of ours: the command line its driver was given, for what records it
+        sys.argv = list(spec.argv)
+    worker = spec.worker.build()  # first: a worker may start what takes long in a thread (bench's CUDA)
+    if not launch.self_launched(ident):  # ranks of ours: their launcher checked it
+        startmarks.check()
+    store_timeout = _store_wait(ident, opts) if spec.store_timeout is None else spec.store_timeout
     if opts.nranks and opts.nranks != ident.world_size:
         raise UsageError(f"--nranks {opts.nranks} disagrees with the launcher's world size {ident.world_size}")
-    launcher.die_with_parent()
+    reaping.die_with_parent()  # no orphan of ours holds a GPU
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(EXIT_FAILED)
     logs.capture(ident.rank, result, command, opts.verbose, ident.run_id)
     from nccl_bench.job.store import JobStore
     try:
-        store = JobStore(ident, timeout=store_timeout, torch_free=torch_free)
+        store = JobStore(ident, timeout=store_timeout, torch_free=spec.torch_free)
         mark("store")
     except StoreUnreachable as e:
         if ident.rank == 0 or not os.environ.get(SELF_LAUNCH_ENV):
@@ -120,7 +115,7 @@ def run_job(launch_argv: list[str], opts: JobOptions, worker: Callable[[Job], in
         print(f"failed: {e}", file=sys.stderr)
         return EXIT_FAILED
     try:
-        if meeting:
+        if spec.meeting:
             meet(store, store_timeout)
             mark("met")
     except NeverJoined as e:

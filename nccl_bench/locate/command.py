@@ -28,7 +28,9 @@ from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
 from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.locate import suspects as S
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
-from nccl_bench.job.runner import Job, run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.runner import Job
+from nccl_bench.job.spec import JobSpec, WorkerRef
 from nccl_bench.job.options import JobOptions
 
 
@@ -89,7 +91,7 @@ def main(argv: list[str]) -> int:
         floors = [f for f in prof.busbw if f.collective == "all_reduce"]
         if floors:
             o.floor_GBps = min(floors, key=lambda f: abs(f.bytes - o.nbytes)).min_GBps
-    return run_job(["-m", "nccl_bench", "locate", *argv], o.job, worker(o), "locate", result=o.json)
+    return run_job(JobSpec("locate", o.job, WorkerRef.of(worker, o), result=o.json))
 
 
 def worker(o: LocateOptions):

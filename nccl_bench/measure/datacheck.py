@@ -42,7 +42,7 @@ def reduced(start: int, length: int, op: str, nranks: int, device) -> torch.Tens
 
 def _kernels(t):
     """The CUDA kernels for an array of the driver's own (a rank without torch), else None: torch's ops."""
-    from nccl_bench.core.cudadriver import DeviceArray
+    from nccl_bench.core.devicearray import DeviceArray
     if isinstance(t, DeviceArray):
         from nccl_bench.measure import datakernels
         return datakernels.for_gpu(t.gpu)

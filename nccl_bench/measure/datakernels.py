@@ -6,14 +6,13 @@ loaded from there; the values are datacheck's, element for element.
 from __future__ import annotations
 
 import ctypes
-import glob
 import hashlib
 import os
 import sys
 
 from nccl_bench.comm.launchloop import cache_dir
 from nccl_bench.core import cudadriver
-from nccl_bench.core.cudadriver import DeviceArray, call
+from nccl_bench.core.devicearray import DeviceArray
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure.collectives import Segment
 
@@ -87,48 +86,11 @@ KERNELS(bfloat16, unsigned short, BF, bf2f, 7.8125e-03)
 """
 
 
-def _nvrtc():
-    """libnvrtc: the system's, else the one a CUDA wheel (nvidia-cuda-nvrtc, torch's) installed; bad input
-    (exit 2, one line) where there is none."""
-    for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    for base in sys.path:
-        for path in sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", "libnvrtc.so.*")), reverse=True):
-            if "builtins" not in path and "alt" not in path:
-                try:
-                    return ctypes.CDLL(path)
-                except OSError:
-                    continue
-    raise UsageError("the data check's kernels need NVRTC and no libnvrtc was found: install CUDA's or "
-                     "`pip install nvidia-cuda-nvrtc`, or run with -c 0")
-
-
 def _compile(arch: str) -> bytes:
-    nv = _nvrtc()
-    prog = ctypes.c_void_p()
-    rc = nv.nvrtcCreateProgram(ctypes.byref(prog), SOURCE.encode(), b"datakernels.cu", 0, None, None)
-    if rc:
-        raise cudadriver.CudaError(f"nvrtcCreateProgram: {rc}")
     try:
-        opts = (ctypes.c_char_p * 2)(f"--gpu-architecture={arch}".encode(), b"-std=c++14")
-        if nv.nvrtcCompileProgram(prog, 2, opts):
-            size = ctypes.c_size_t()
-            nv.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-            log = ctypes.create_string_buffer(size.value + 1)
-            nv.nvrtcGetProgramLog(prog, log)
-            raise cudadriver.CudaError(f"NVRTC could not compile the data check for {arch}: "
-                                       f"{log.value.decode(errors='replace').strip()[:300]}")
-        size = ctypes.c_size_t()
-        if nv.nvrtcGetCUBINSize(prog, ctypes.byref(size)):
-            raise cudadriver.CudaError(f"NVRTC made no cubin for {arch}")
-        cubin = ctypes.create_string_buffer(size.value)
-        nv.nvrtcGetCUBIN(prog, cubin)
-        return cubin.raw
-    finally:
-        nv.nvrtcDestroyProgram(ctypes.byref(prog))
+        return cudadriver.compile_cubin(SOURCE, "datakernels.cu", arch)
+    except UsageError as e:
+        raise UsageError(f"the data check's kernels: {e}, or run with -c 0") from None
 
 
 class Kernels:
@@ -136,10 +98,7 @@ class Kernels:
 
     def __init__(self, gpu: cudadriver.Gpu):
         self.gpu = gpu
-        image = self._cached(gpu.arch())
-        self._module = ctypes.c_void_p()
-        call("cuModuleLoadData", ctypes.byref(self._module), image)
-        self._functions: dict[str, ctypes.c_void_p] = {}
+        self._module = cudadriver.Module(self._cached(gpu.arch()))
         self._wrong = cudadriver.mem_alloc(8)  # the count of wrong elements, on the device
 
     @staticmethod
@@ -160,18 +119,9 @@ class Kernels:
             pass  # an unwritable cache: compiled again next time
         return image
 
-    def _function(self, name: str):
-        if name not in self._functions:
-            fn = ctypes.c_void_p()
-            call("cuModuleGetFunction", ctypes.byref(fn), self._module, name.encode())
-            self._functions[name] = fn
-        return self._functions[name]
-
     def _launch(self, name: str, n: int, *args) -> None:
         blocks = max(1, min(_MAX_BLOCKS, (n + _BLOCK - 1) // _BLOCK))
-        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        call("cuLaunchKernel", self._function(name), blocks, 1, 1, _BLOCK, 1, 1, 0,
-             ctypes.c_void_p(self.gpu.current.cuda_stream), params, None)
+        self._module.launch(name, blocks, _BLOCK, self.gpu.current.cuda_stream, *args)
 
     def fill(self, t: DeviceArray, rank: int, op: str, nranks: int) -> None:
         """Rank `rank`'s input into `t`, as datacheck.fill writes it."""
@@ -183,8 +133,7 @@ class Kernels:
     def count_wrong(self, recv: DeviceArray, segments: list[Segment], op: str, nranks: int, chunk: int) -> int:
         """Elements of `recv` that differ from the expected values, as datacheck.count_wrong counts them, `chunk`
         elements a launch."""
-        stream = ctypes.c_void_p(self.gpu.current.cuda_stream)
-        call("cuMemsetD8Async", ctypes.c_uint64(self._wrong), ctypes.c_ubyte(0), ctypes.c_size_t(8), stream)
+        cudadriver.call("cuMemsetD8Async", self._wrong, 0, 8, self.gpu.current.cuda_stream)
         for seg in segments:
             for a in range(0, seg.length, chunk):
                 b = min(a + chunk, seg.length)
@@ -194,7 +143,7 @@ class Kernels:
                              ctypes.c_int(OPS[op]), ctypes.c_int(nranks), ctypes.c_uint64(self._wrong))
         out = ctypes.c_uint64()
         self.gpu.current.synchronize()
-        call("cuMemcpyDtoH_v2", ctypes.byref(out), ctypes.c_uint64(self._wrong), ctypes.c_size_t(8))
+        cudadriver.call("cuMemcpyDtoH", ctypes.addressof(out), self._wrong, 8)
         return out.value
 
 

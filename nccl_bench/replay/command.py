@@ -11,7 +11,6 @@ spread; 2 for bad input.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -21,7 +20,9 @@ from nccl_bench.core import launch, results
 from nccl_bench import records
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
-from nccl_bench.job.runner import Job, run_job
+from nccl_bench.job.driver import run_job
+from nccl_bench.job.runner import Job
+from nccl_bench.job.spec import JobSpec, WorkerRef
 
 MAX_ITERS = 10_000
 # a practical margin: samples this tight separate at any difference, and under 1 us on a 5-6 us call (10-15 %)
@@ -51,7 +52,6 @@ def parser() -> Parser:
                    help="the job ran K ranks a node, in rank order (its --nproc-per-node): the groups that spanned "
                         "nodes get no ratio against the job's times (a trace of several nodes says so itself; a "
                         "dump cannot)")
-    p.add_argument("--sequences", default=None, help=argparse.SUPPRESS)  # the launcher's, for the ranks it starts
     add_job_args(p, timeout=120.0)
     return p
 
@@ -95,15 +95,12 @@ class ReplayOptions:
 
 
 def main(argv: list[str]) -> int:
-    """The launcher reads every file once, checks what the replay may start (its ranks, its memory), and
-    hands each rank its own sequence; under torchrun, srun or mpirun every rank reads the files itself."""
+    """The driver reads every file once, checks what the replay may start (its ranks, its memory), and hands
+    each rank its own sequence (sequence_worker); under torchrun, srun or mpirun every rank reads the files
+    itself."""
     from nccl_bench.replay import admission, traces
     a = parser().parse_args(argv)
     check_args(a)
-    if a.sequences:  # a rank of ours: its calls as the launcher read them (rank 0: every rank's, to fold)
-        workload, digest = read_sequences(a.sequences)
-        opts = ReplayOptions(a, workload, digest)
-        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), "replay", result=a.json)
     workload = traces.load(a.traces, a.allow_missing_ranks)
     if a.ranks_per_node:
         workload.place(a.ranks_per_node, "--ranks-per-node")
@@ -112,18 +109,23 @@ def main(argv: list[str]) -> int:
     workload = workload.compact()
     opts = ReplayOptions(a, workload, traces.digest(a.traces))
     if launch.detect() is not None:
-        return run_job(["-m", "nccl_bench", "replay", *argv], opts.job, worker(opts, workload), "replay",
-                       result=opts.json)
+        return run_job(JobSpec("replay", opts.job, WorkerRef.of(worker, opts, workload), result=opts.json))
     fitted = workload.fit(opts.job.local_ranks())
     admission.check(fitted, opts.job.backend, opts.job.local_ranks())
     for line in traces.describe(fitted):
         print(line, flush=True)
     folder = write_sequences(fitted, opts.digest)
     try:
-        return run_job(["-m", "nccl_bench", "replay", *argv, "--sequences", folder], opts.job, worker(opts, workload),
-                       "replay", result=opts.json)
+        return run_job(JobSpec("replay", opts.job, WorkerRef.of(sequence_worker, opts, folder),
+                               result=opts.json))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def sequence_worker(opts: ReplayOptions, folder: str):
+    """A rank of ours: its calls as the driver read them (rank 0: every rank's, to fold)."""
+    workload, _ = read_sequences(folder)
+    return worker(opts, workload)
 
 
 def write_sequences(wl, digest: str) -> str:
@@ -146,7 +148,7 @@ def read_sequences(folder: str):
         with open(os.path.join(folder, f"{name}.json")) as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
-        raise UsageError(f"--sequences {folder}: cannot read {name}.json ({type(e).__name__})") from None
+        raise UsageError(f"{folder}: cannot read {name}.json ({type(e).__name__})") from None
     return Workload.from_sequence_doc(doc), doc["digest"]
 
 

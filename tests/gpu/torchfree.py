@@ -17,7 +17,6 @@ release's checks (tests/gpu_checks.py, `bench-torch-free`); the timing is shown,
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -38,7 +37,7 @@ TORCH_LINE = re.compile(r"\|\s*torch(\.|$)")
 def kernels() -> dict:
     import torch
     from nccl_bench.core import cudadriver
-    from nccl_bench.core.cudadriver import DeviceArray
+    from nccl_bench.core.devicearray import DeviceArray
     from nccl_bench.measure import datacheck, datakernels
     from nccl_bench.measure.collectives import ALL, Segment
     from nccl_bench.measure.vocabulary import ELEMENT_BYTES, FLOATING
@@ -58,16 +57,14 @@ def kernels() -> dict:
             torch.cuda.synchronize()
             got = torch.empty_like(ref)
             gpu.current.synchronize()
-            cudadriver.call("cuMemcpy", ctypes.c_uint64(got.data_ptr()), ctypes.c_uint64(arr.data_ptr()),
-                            ctypes.c_size_t(n * arr.element_size()))
+            cudadriver.copy(got.data_ptr(), arr.data_ptr(), n * arr.element_size())
             if not torch.equal(got, ref):
                 bad.append(f"fill {dtype} {op}: {int((got != ref).sum())} differ")
             right = k.count_wrong(arr, [Segment(0, n, 2)], op, nranks, datacheck.CHUNK)
             other = k.count_wrong(arr, [Segment(0, n, 1)], op, nranks, datacheck.CHUNK)
             # the reduction: torch's expected values copied in, then checked by the kernel
             want = datacheck.reduced(0, n, op, nranks, "cuda").to(ref.dtype)
-            cudadriver.call("cuMemcpy", ctypes.c_uint64(arr.data_ptr()), ctypes.c_uint64(want.data_ptr()),
-                            ctypes.c_size_t(n * arr.element_size()))
+            cudadriver.copy(arr.data_ptr(), want.data_ptr(), n * arr.element_size())
             torch.cuda.synchronize()
             reduced = k.count_wrong(arr, [Segment(0, n, ALL)], op, nranks, datacheck.CHUNK)
             ref_other = datacheck.count_wrong(ref, [Segment(0, n, 1)], op, nranks)

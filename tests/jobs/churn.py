@@ -3,8 +3,8 @@
 Rank 0 writes one JSON line per round with every rank's ID evidence and outcome.
 usage: python tests/jobs/churn.py OUT.jsonl --modes stock,stock,scoped [--backend gloo]
        [--skew-max S] [--delay ROUND:RANK:SECONDS] [--timeout T] [--ranks-per-root K] [--nranks N]
-   or: python -m churn ... with tests/jobs on PYTHONPATH: then the ranks fork from a server that imported torch
-       once, where a script's ranks each start Python and import torch (three times the CPU on a CI machine)
+   or: python -m churn ... with tests/jobs on PYTHONPATH. Either way the ranks fork from a server that imported
+       torch once and find this module by its folder (WorkerRef.search_path)
 """
 import argparse
 import json
@@ -15,12 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from nccl_bench.job.runner import guarded, run_job  # noqa: E402
+from nccl_bench.job.driver import run_job  # noqa: E402
+from nccl_bench.job.runner import guarded  # noqa: E402
 from nccl_bench.comm import InitPlan  # noqa: E402
 from nccl_bench.core.deadline import Deadline  # noqa: E402
 from nccl_bench.core.errors import CommError  # noqa: E402
 from nccl_bench.comm.lifetime import communicator  # noqa: E402
 from nccl_bench.job.options import JobOptions  # noqa: E402
+from nccl_bench.job.spec import JobSpec, WorkerRef  # noqa: E402
 
 
 def main() -> int:
@@ -34,12 +36,17 @@ def main() -> int:
     p.add_argument("--ranks-per-root", type=int, default=1)
     p.add_argument("--nranks", type=int, default=None)
     a = p.parse_args()
+    opts = JobOptions(backend=a.backend, nranks=a.nranks, init=sorted(set(a.modes.split(","))),
+                      ranks_per_root=a.ranks_per_root, timeout=a.timeout)
+    ref = WorkerRef("churn", "worker", (a,), search_path=str(Path(__file__).resolve().parent))
+    return run_job(JobSpec("churn", opts, ref, result=a.out))  # library logs beside the output
+
+
+def worker(a):
     modes = a.modes.split(",")
     delays = {(int(r), int(k)): float(s) for r, k, s in (d.split(":") for d in a.delay)}
-    opts = JobOptions(backend=a.backend, nranks=a.nranks, init=sorted(set(modes)),
-                      ranks_per_root=a.ranks_per_root, timeout=a.timeout)
 
-    def worker(job):
+    def run(job):
         import torch  # in the ranks only: the launcher needs none
         rng = random.Random(1234 + job.rank)
         for r, mode in enumerate(modes):
@@ -75,9 +82,7 @@ def main() -> int:
                     f"r{e['rank']}:{'ok' if e['ok'] else (e['error'] or {}).get('kind', 'wrong')}"
                     f"({e['elapsed']:.2f}s)" for e in everyone), flush=True)
         return 0
-
-    me = ["-m", "churn"] if __spec__ is not None and __spec__.name == "churn" else [__file__]
-    return run_job([*me, *sys.argv[1:]], opts, worker, "churn", result=a.out)  # library logs beside the output
+    return run
 
 
 if __name__ == "__main__":

@@ -11,18 +11,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from nccl_bench.job import launcher  # noqa: E402
 from nccl_bench.job.options import JobOptions  # noqa: E402
-from nccl_bench.job.runner import guarded, run_job  # noqa: E402
+from nccl_bench.job.driver import run_job  # noqa: E402
+from nccl_bench.job.runner import guarded  # noqa: E402
+from nccl_bench.job.spec import JobSpec, WorkerRef  # noqa: E402
 
 
 def main() -> int:
-    def worker(job):
+    return run_job(JobSpec("stopjob", JobOptions(backend="gloo", nranks=2), WorkerRef("stopjob", "worker")))
+
+
+def worker():
+    def run(job):
         job.store.barrier("start", timeout=30)
         if job.rank == job.nranks - 1:
             launcher.note_stop(signal.SIGTERM)
             launcher._stop_noted = None  # its own exit loses the signal: only the launcher can still tell
         job.store.barrier("done", timeout=30)
         return 0
-    return run_job(["-m", "stopjob"], JobOptions(backend="gloo", nranks=2), worker, "stopjob")
+    return run
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from nccl_bench.comm.bootstrap import exchange_ids  # noqa: E402
 from nccl_bench.core.deadline import Deadline  # noqa: E402
 from nccl_bench.job.options import JobOptions  # noqa: E402
-from nccl_bench.job.runner import guarded, run_job  # noqa: E402
+from nccl_bench.job.driver import run_job  # noqa: E402
+from nccl_bench.job.runner import guarded  # noqa: E402
+from nccl_bench.job.spec import JobSpec, WorkerRef  # noqa: E402
 
 
 def main() -> int:
@@ -28,8 +30,17 @@ def main() -> int:
     p.add_argument("--hold", action="store_true")
     a = p.parse_args()
     opts = JobOptions(backend="gloo", nranks=a.nranks)
+    ref = WorkerRef("torchfreejob", "worker", (a,), search_path=str(Path(__file__).resolve().parent))
+    code = run_job(JobSpec("torchfreejob", opts, ref, torch_free=True))
+    if "RANK" not in os.environ:  # the launcher, after its job
+        doc = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
+        doc["launcher_torch"] = "torch" in sys.modules
+        Path(a.out).write_text(json.dumps(doc))
+    return code
 
-    def worker(job):
+
+def worker(a):
+    def run(job):
         job.store.barrier("start", timeout=30)
         ids = {}
         for counter, mode in enumerate(("stock", "scoped", "stock")):
@@ -46,13 +57,7 @@ def main() -> int:
             while True:
                 time.sleep(0.05)
         return 0
-
-    code = run_job(["-m", "torchfreejob", *sys.argv[1:]], opts, worker, "torchfreejob", torch_free=True)
-    if "RANK" not in os.environ:  # the launcher, after its job
-        doc = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
-        doc["launcher_torch"] = "torch" in sys.modules
-        Path(a.out).write_text(json.dumps(doc))
-    return code
+    return run
 
 
 def cli() -> int:
