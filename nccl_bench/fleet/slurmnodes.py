@@ -118,24 +118,30 @@ def cancel(job_name: str, env=os.environ, wait_s: float = 20.0) -> int:
     """Every job or step of this run that is still known to Slurm, cancelled, and waited for until Slurm has let
     them go (cancelling ends them asynchronously: a job shows COMPLETING for Slurm's KillWait), at most `wait_s`.
     Inside an allocation the steps are that job's steps (scancel by their ids); outside, each srun was its own job
-    (scancel by name). Returns how many Slurm still lists."""
+    (scancel by name). Nothing is listed only when two answers a second apart say so: a step whose srun was
+    starting as the stop came is listed a moment later (one was found RUNNING after a Ctrl-C). Returns how many
+    Slurm still lists."""
     import time
     end = time.monotonic() + wait_s
-    sent = False
+    cancelled: set[str] = set()
+    quiet = 0
     while True:
         ours = _ours(job_name, env)
-        if ours is None or not ours:
+        if ours is None:
             return 0
-        if not sent:
+        quiet = quiet + 1 if not ours else 0
+        if quiet >= 2 or (not ours and time.monotonic() > end):
+            return 0
+        if set(ours) - cancelled:
             try:
                 subprocess.run(["scancel", *ours] if env.get("SLURM_JOB_ID") else ["scancel", f"--name={job_name}"],
                                capture_output=True, timeout=QUERY_S)
             except (OSError, subprocess.TimeoutExpired):
                 return len(ours)  # the controller is gone: nothing more can be asked of it
-            sent = True
-        if time.monotonic() > end:
+            cancelled |= set(ours)
+        if ours and time.monotonic() > end:
             return len(ours)
-        time.sleep(0.5)
+        time.sleep(1.0 if not ours else 0.5)
 
 
 def _ours(job_name: str, env) -> list[str] | None:
