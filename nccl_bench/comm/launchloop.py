@@ -156,40 +156,15 @@ def _calls(calls: Sequence[Call]):
     return out
 
 
-_EVENT_RECORD: list[int] = []
-
-
-def _event_record() -> int:
-    """cuEventRecord's address in the CUDA driver (runtime events and streams are the driver's)."""
-    if not _EVENT_RECORD:
-        _EVENT_RECORD.append(cudadriver.address("cuEventRecord"))
-    return _EVENT_RECORD[0]
-
-
-_EVENT_QUERY: list[int] = []
-
-
-def _event_query() -> int:
-    """cuEventQuery's address in the CUDA driver (0: done, 600: not yet)."""
-    if not _EVENT_QUERY:
-        _EVENT_QUERY.append(cudadriver.address("cuEventQuery"))
-    return _EVENT_QUERY[0]
-
-
 def _symbol(name: str) -> int:
     """The address of one of launchloop.c's own functions (the library is loaded: compiled() ran)."""
     return ctypes.cast(getattr(_HANDLE[0], name), ctypes.c_void_p).value
 
 
-_MEMCPY: list[int] = []
-
-
 def memcpy_address() -> int:
     """The CUDA driver's cuMemcpyAsync(dst, src, bytes, stream), for the compiled loop: a local copy on the copy
     engine, as nccl-tests' cudaMemcpyAsync."""
-    if not _MEMCPY:
-        _MEMCPY.append(cudadriver.address("cuMemcpyAsync"))
-    return _MEMCPY[0]
+    return cudadriver.address("cuMemcpyAsync")
 
 
 def memcpy(dst: int, src: int, nbytes: int, stream: int) -> None:
@@ -222,14 +197,14 @@ class CompiledLoop:
         """A hook recording torch.cuda.Event `event` on torch.cuda.Stream `stream`, from C."""
         if not event.cuda_event:
             event.record(stream)  # torch makes the CUDA event at its first record
-        return _event_record(), (event.cuda_event, stream.cuda_stream)
+        return cudadriver.address("cuEventRecord"), (event.cuda_event, stream.cuda_stream)
 
     @staticmethod
     def gate(event) -> Call:
         """A hook that spins until torch.cuda.Event `event` (made: recorded once) is done, from C: a
         line-up's exit right before the first launch. A gate not open within GATE_LIMIT_S makes run()
         raise Late before anything is launched."""
-        return _symbol("nb_spin"), (_event_query(), event.cuda_event, int(GATE_LIMIT_S * 1e9))
+        return _symbol("nb_spin"), (cudadriver.address("cuEventQuery"), event.cuda_event, int(GATE_LIMIT_S * 1e9))
 
     @staticmethod
     def hook(call: Call | Sequence[Call]):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import sys
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -24,7 +24,6 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.core.startmarks import mark
 
 _BINDINGS: dict = {}
-_STARTED: list = []  # [True] once this process called cuInit here
 INSTALL_HINT = "pip install 'nccl4py[cu13]' (or cuda-bindings)"
 
 
@@ -47,13 +46,12 @@ def driver():
 def call(name: str, *args):
     """driver.<name>(*args) with its CUresult checked: what the call returns beside it (None, one value, or a
     tuple). Ints are taken for every handle and pointer."""
+    d = driver()
     try:
-        err, *out = getattr(driver(), name)(*args)
+        err, *out = getattr(d, name)(*args)
     except RuntimeError as e:  # no CUDA driver library on this machine for the bindings to load
-        if isinstance(e, CudaError):
-            raise
         raise CudaError(f"{name}: {e}") from None
-    if err != driver().CUresult.CUDA_SUCCESS:
+    if err != d.CUresult.CUDA_SUCCESS:
         raise CudaError(f"{name}: {_error_name(err)} ({int(err)})")
     return None if not out else out[0] if len(out) == 1 else tuple(out)
 
@@ -66,6 +64,7 @@ def _error_name(err) -> str:
         return getattr(err, "name", "?")
 
 
+@functools.cache
 def address(name: str) -> int:
     """A driver function's address (the legacy default stream's variant, as its plain symbol in libcuda), for
     compiled code that calls it (comm.launchloop)."""
@@ -87,31 +86,17 @@ def visible_count() -> int:
         return 0
 
 
-def initialised_here() -> bool:
-    """Whether this process initialised CUDA, which a fork does not survive: cuInit through this module, or torch's
-    CUDA. Answered without a driver call: the launcher asks after NVML has mapped libcuda (a sweep over 1 GiB),
-    and the bindings' first call there resolves every driver function before any fork."""
-    if _STARTED:
-        return True
-    torch = sys.modules.get("torch")
-    return bool(torch is not None and torch.cuda.is_initialized())
-
-
 def fork_safe() -> bool:
-    """Whether ranks forked from this process may start CUDA and NCCL: it initialised no CUDA and has no NVIDIA
-    driver library loaded. NVML does not survive a fork either: ranks forked from a launcher that had asked NVML
-    for the GPUs' memory (a sweep over 1 GiB) crashed in NCCL's init (docs/validation.md)."""
+    """Whether ranks forked from this process may start CUDA and NCCL: no NVIDIA driver library is loaded here.
+    Whatever initialised CUDA (this module, torch) loaded libcuda; and NVML does not survive a fork either: ranks
+    forked from a launcher that had asked NVML for the GPUs' memory (a sweep over 1 GiB) crashed in NCCL's init
+    (docs/validation.md)."""
     from nccl_bench.core.sysinfo import mapped_lib
-    return not initialised_here() and not any(mapped_lib(name) for name in ("libcuda.so", "libnvidia-ml.so"))
-
-
-def _init() -> None:
-    call("cuInit", 0)
-    _STARTED.append(True)
+    return not any(mapped_lib(name) for name in ("libcuda.so", "libnvidia-ml.so"))
 
 
 def device_count() -> int:
-    _init()
+    call("cuInit", 0)
     return call("cuDeviceGetCount")
 
 
@@ -127,7 +112,7 @@ class Gpu:
     """One device's primary context, made current in this thread by use()."""
 
     def __init__(self, index: int):
-        _init()
+        call("cuInit", 0)
         self.device = Device(index)
         self._dev = call("cuDeviceGet", index)
         self._ctx = call("cuDevicePrimaryCtxRetain", self._dev)
