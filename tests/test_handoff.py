@@ -53,3 +53,21 @@ def test_a_file_its_driver_did_not_write_is_one_line_and_exit_2(tmp_path):
     proc = run(["-m", "nccl_bench.job.rank", str(bad)], env={"RANK": "0", "WORLD_SIZE": "1"})
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "not a job its driver wrote" in proc.stderr
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "exec"])
+def test_a_rank_ends_with_its_exit_functions_and_lines_and_without_c_exit_handlers(tmp_path, launcher):
+    # PyTorch's profiler aborted ranks of torchrun at exit, in CUPTI's use of a buffer it had been freed of
+    # (runner.end_rank_process): a rank's process ends with its code, its Python exit functions run and its
+    # lines flushed, C's too, and no C exit handler run (here one that aborts, as that one did). Ranks started
+    # by a real torchrun, and ours started afresh (exec); forked ranks end through multiprocessing's os._exit.
+    out = tmp_path / "handoff"
+    args = [str(JOB), str(out), "--nranks", "2", "--exit-traps"]
+    if launcher == "torchrun":
+        args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *args]
+    proc = run(args, env={"NCCL_BENCH_RANK_START": "exec", "PYTHONUNBUFFERED": ""}, timeout=120)
+    said = proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, said
+    assert [(tmp_path / f"handoff.atexit{r}").read_text() for r in range(2)] == ["ran", "ran"], said
+    for r in range(2):
+        assert f"rank {r}: python's line" in proc.stdout and f"rank {r}: C's line" in proc.stdout, said

@@ -11,7 +11,7 @@ from nccl_bench.core import startmarks
 from nccl_bench.core.errors import EXIT_FAILED
 from nccl_bench.core import launch as launch_env
 from nccl_bench.job import launcher, logs
-from nccl_bench.job.runner import run_rank
+from nccl_bench.job.runner import end_rank_process, run_rank
 from nccl_bench.job import spec as jobspec
 from nccl_bench.job.options import store_timeout_default
 from nccl_bench.job.spec import JobSpec
@@ -50,8 +50,8 @@ def launch(spec: JobSpec, max_restarts: int = 0, failures: list | None = None) -
 
 def run_job(spec: JobSpec) -> int:
     """A command's job, its options checked: with no launcher around this process, the driver starts the ranks
-    and hands each the spec (launch); under a user's launcher (torchrun, srun, mpirun) this process is a rank,
-    and runs its part (nccl_bench.job.runner.run_rank)."""
+    and hands each the spec (launch); under a user's launcher (torchrun, srun, mpirun) this process is a rank: it
+    runs its part (nccl_bench.job.runner.run_rank) and ends as a rank of ours does (end_rank_process)."""
     if launch_env.detect() is None:
         return launch(spec)
-    return run_rank(spec)
+    end_rank_process(run_rank(spec))

@@ -19,6 +19,7 @@ def console() -> int:
     return main(sys.argv[1:])
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # started afresh: it ends as a forked rank does (runner.end_rank_process)
     from nccl_bench import entry
-    sys.exit(entry("nccl_bench.job.rank", "console"))
+    from nccl_bench.job.runner import end_rank_process
+    end_rank_process(entry("nccl_bench.job.rank", "console"))

@@ -10,7 +10,7 @@ import time
 import traceback
 from datetime import timedelta
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NoReturn
 
 from nccl_bench import (SELF_LAUNCH_ENV, STOP_GRACE_S, Terminated, interrupted, said_stop, stop_within, stopping,
                         terminated)
@@ -135,6 +135,28 @@ def run_rank(spec: JobSpec) -> int:
     finally:
         leave(store, min(store_timeout, 30.0) if job.leave_timeout is None else job.leave_timeout)
     return code
+
+
+def end_rank_process(code: int) -> NoReturn:
+    """End a rank's process with `code` once its part is done, as multiprocessing ends the ranks our launcher forks:
+    Python's exit functions run and every stream is flushed, C's too, but C's exit handlers do not run. Those tear
+    libraries down after the work is done and its results written, and one of them can abort the process: PyTorch's
+    profiler (replay's profiled passes) frees CUPTI activity buffers that CUPTI still owns, and CUPTI writes to one
+    as CUDA's primary context is released at exit (pytorch/pytorch#195471). Ranks of torchrun then ended on SIGABRT,
+    glibc's 'double free or corruption', in 5 of 8 replays on one H200 (docs/validation.md)."""
+    import atexit
+    import ctypes
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr, sys.__stderr__):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # closed, or gone
+            pass
+    try:
+        ctypes.CDLL(None).fflush(None)  # C's streams: a library's lines written with stdio
+    except (AttributeError, OSError):
+        pass
+    os._exit(code)
 
 
 def _store_wait(ident, opts: JobOptions) -> float:
