@@ -1,12 +1,15 @@
 """The driver hands each rank the job as it checked it (nccl_bench.job.spec): a rank of ours never runs the
 command's main or parses its command line again, however it is started; a rank of a user's launcher runs main
-itself and goes straight to its part. Real processes: our launcher, a real store, gloo."""
+itself and goes straight to its part. A rank's process that would end through the interpreter's exit (started
+afresh, or by a user's launcher) ends with its code, its Python exit functions run and its lines flushed (C's too),
+and no C exit handler run: PyTorch's profiler aborted ranks of torchrun in one (runner.end_rank_process); here a
+planted one aborts. Real processes: our launcher, torchrun, a real store, gloo."""
 import json
 import pickle
 
 import pytest
 
-from helpers import REPO, run, run_ranks
+from helpers import REPO, run
 from nccl_bench.bench.options import BenchOptions
 from nccl_bench.job.options import JobOptions
 from nccl_bench.job.spec import JobSpec, WorkerRef, read, remove, write
@@ -18,21 +21,36 @@ def ranks_of(out, n: int) -> list[dict]:
     return [json.loads((out.parent / f"{out.name}.rank{r}").read_text()) for r in range(n)]
 
 
+def assert_ended_whole(proc, out, n: int) -> None:
+    """Each rank's exit functions ran and its lines came out, and its planted C exit handler (an abort) did not run."""
+    said = proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, said
+    assert [(out.parent / f"{out.name}.atexit{r}").read_text() for r in range(n)] == ["ran"] * n, said
+    for r in range(n):
+        assert f"rank {r}: python's line" in proc.stdout and f"rank {r}: C's line" in proc.stdout, said
+
+
 @pytest.mark.parametrize("start", ["forkserver", "exec"])
 def test_a_rank_of_ours_runs_on_its_drivers_options_and_never_runs_main(tmp_path, start):
     out = tmp_path / "handoff"
-    proc = run([str(JOB), str(out), "--nranks", "3"], env={"NCCL_BENCH_RANK_START": start}, timeout=120)
+    traps = ["--exit-traps"] if start == "exec" else []  # a forked rank ends through multiprocessing (os._exit)
+    proc = run([str(JOB), str(out), "--nranks", "3", *traps], env={"NCCL_BENCH_RANK_START": start,
+                                                                     "PYTHONUNBUFFERED": ""}, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    if traps:
+        assert_ended_whole(proc, out, 3)
     mains = (tmp_path / "handoff.mains").read_text().splitlines()
     assert len(mains) == 1 and mains[0].endswith(" -"), mains  # the driver's, no rank's
     ranks = ranks_of(out, 3)
     assert len({r["token"] for r in ranks}) == 1  # the one the driver drew
-    assert all(r["argv"][1:] == [str(out), "--nranks", "3"] for r in ranks)  # the command line, as typed
+    assert all(r["argv"][1:] == [str(out), "--nranks", "3", *traps] for r in ranks)  # the command line, as typed
 
 
-def test_a_rank_of_a_users_launcher_runs_main_itself(tmp_path):
+def test_a_rank_of_a_users_launcher_runs_main_itself_and_ends_whole(tmp_path):
     out = tmp_path / "handoff"
-    run_ranks(JOB, [str(out), "--nranks", "2"], 2)
+    proc = run(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(JOB), str(out),
+                "--nranks", "2", "--exit-traps"], env={"PYTHONUNBUFFERED": ""}, timeout=120)
+    assert_ended_whole(proc, out, 2)
     assert len((tmp_path / "handoff.mains").read_text().splitlines()) == 2  # each rank parsed its own
 
 
@@ -54,20 +72,3 @@ def test_a_file_its_driver_did_not_write_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "not a job its driver wrote" in proc.stderr
 
-
-@pytest.mark.parametrize("launcher", ["torchrun", "exec"])
-def test_a_rank_ends_with_its_exit_functions_and_lines_and_without_c_exit_handlers(tmp_path, launcher):
-    # PyTorch's profiler aborted ranks of torchrun at exit, in CUPTI's use of a buffer it had been freed of
-    # (runner.end_rank_process): a rank's process ends with its code, its Python exit functions run and its
-    # lines flushed, C's too, and no C exit handler run (here one that aborts, as that one did). Ranks started
-    # by a real torchrun, and ours started afresh (exec); forked ranks end through multiprocessing's os._exit.
-    out = tmp_path / "handoff"
-    args = [str(JOB), str(out), "--nranks", "2", "--exit-traps"]
-    if launcher == "torchrun":
-        args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *args]
-    proc = run(args, env={"NCCL_BENCH_RANK_START": "exec", "PYTHONUNBUFFERED": ""}, timeout=120)
-    said = proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, said
-    assert [(tmp_path / f"handoff.atexit{r}").read_text() for r in range(2)] == ["ran", "ran"], said
-    for r in range(2):
-        assert f"rank {r}: python's line" in proc.stdout and f"rank {r}: C's line" in proc.stdout, said
