@@ -208,6 +208,11 @@ CHECKS = [
     # script checks: what needs more than one command of ours (a job of its own, nccl-tests built beside us)
     GpuCheck("replay-fsdp", 1, 560, "an FSDP2 job's dumps and traces replayed: rows of 1 MiB or more within "
              "0.8-1.25 x the job's time, 0 wrong", script="replay.sh", expect="verdict-line"),
+    GpuCheck("replay-torchrun", 1, 420, "the 4-rank zoo's traces and dumps replayed by 4 torchrun agents on GPU 0 (4 "
+             "NCCL hosts): every rank ends 0 (a user's launcher's ranks end through the interpreter), 0 wrong",
+             script="zoo_one_gpu.sh", expect="verdict-line",
+             env={"RUNS": "pp:kineto pp:fr mesh:kineto moe:fr", "CUDA_VISIBLE_DEVICES": "0"},
+             fewer="4 NCCL hosts on one GPU: how each rank's process ends and every value, not times"),
     GpuCheck("bench-torch-free", 2, 420, "a --backend nccl bench imports torch in no process; its data check's kernels "
              "equal torch's; every collective, type and reduction exact, without torch and on torch's buffers",
              script="torchfree.sh", expect="verdict-line"),

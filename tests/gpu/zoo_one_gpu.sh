@@ -7,21 +7,27 @@
 #   RUNS="ring:kineto ring:fr pp:fr mesh:kineto" bash tests/gpu/zoo_one_gpu.sh          (carry .whl)
 # A run is KIND:FORM (a zoo job's profiler trace or dumps), or bench:- (every collective, 8 B-1 MiB: the same
 # agents without the replay); CODE=DIR runs the code in DIR (a `git archive` of nccl_bench and stress) instead.
+# The release's check `replay-torchrun`: ranks of a user's launcher end through the interpreter, where PyTorch's
+# profiler aborted them before c7512c2 (9 of 17 replays; results/h200x1/rank_exit). Its verdict line comes last:
+# PASS when every run exits 0, every rank with it, with 0 wrong values and no rank's log saying it aborted.
+# BACKEND=gloo checks the script on a CPU machine.
 set -u
-source tests/gpu/env.sh
+BACKEND=${BACKEND:-nccl}
+[ "$BACKEND" = nccl ] && source tests/gpu/env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 RUNS=${RUNS:-ring:kineto ring:fr pp:kineto pp:fr mesh:kineto mesh:fr moe:kineto moe:fr}
 LIMIT=${LIMIT:-150}; CODE=${CODE:-.}; TOP=$PWD; W=/tmp/zoo_one_gpu; rm -rf $W; mkdir -p $W
 # each rank's native stack where it aborts (tests/gpu/abort_backtrace.c), into its log
 BT=""; cc -shared -fPIC -O1 -o /tmp/abort_backtrace.so tests/gpu/abort_backtrace.c 2>/dev/null && BT=/tmp/abort_backtrace.so
-echo "== $(nvidia-smi -L | wc -l) GPU(s), ranks on GPU 0 only; code in $CODE"
+echo "== $(nvidia-smi -L 2>/dev/null | wc -l) GPU(s), ranks on GPU 0 only, $BACKEND; code in $CODE"
 printf '%-14s %5s %6s %6s %6s %5s  %s\n' "run" exit "wall s" rows calls wrong "how ranks ended" > $W/table.txt
 n=0
 for run in $RUNS; do  # each in a folder of its own (a run may be asked for twice)
   n=$((n + 1)); kind=${run%%:*}; form=${run##*:}; d=$W/${n}_${kind}_$form; mkdir -p $d; port=$((29500 + RANDOM % 400)); pids=()
   if [ "$kind" = bench ]; then
-    args=(nccl_bench bench --backend nccl -b 8 -e 1M -f 4 -n 5 -w 1 -J $d/replay.json)
+    args=(nccl_bench bench --backend $BACKEND -b 8 -e 1M -f 4 -n 5 -w 1 -J $d/replay.json)
   else
-    args=(nccl_bench replay $TOP/tests/fixtures/zoo/$kind/$form --backend nccl -n 3 -w 1 --json $d/replay.json)
+    args=(nccl_bench replay $TOP/tests/fixtures/zoo/$kind/$form --backend $BACKEND -n 3 -w 1 --json $d/replay.json)
   fi
   t0=$SECONDS
   for i in 0 1 2 3; do
@@ -51,7 +57,7 @@ except Exception as e:  # no result: the agents' logs say why
     print(f"{name:14s} {rc:>5s} {wall:>6s} {'-':>6s} {'-':>6s} {'-':>5s}  {ends} (no result: {type(e).__name__})")
 EOF
 done
-echo "== GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
+echo "== GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -c .)"
 tar czf $OUT/zoo_one_gpu${TAG:-}.tgz -C $W .
 for d in $W/*/; do
   grep -l "Fatal Python\|double free\|invalid pointer" $d/*.log >/dev/null 2>&1 || continue
@@ -59,3 +65,10 @@ for d in $W/*/; do
   f=$(grep -l "Fatal Python\|double free\|invalid pointer" $d/*.log | head -1); grep -v "Warning\|_warn_once" $f | head -45
 done | tail -c 9000
 cat $W/table.txt
+python3 - $W/table.txt <<'EOF'
+import sys
+rows = [line.split() for line in open(sys.argv[1]).read().splitlines()[1:]]
+bad = [r[0] for r in rows if r[1] != "0" or r[5] != "0" or "all 0; 0 crash" not in " ".join(r[6:])]
+print(f"ZOO ON ONE GPU: PASS {len(rows)} of {len(rows)} runs exit 0, every rank 0, 0 wrong, no rank aborted" if rows
+      and not bad else f"ZOO ON ONE GPU: FAIL {len(bad)} of {len(rows)} runs: {', '.join(bad) or 'none ran'}")
+EOF
