@@ -143,7 +143,7 @@ def end_rank_process(code: int) -> NoReturn:
     libraries down after the work is done and its results written, and one of them can abort the process: PyTorch's
     profiler (replay's profiled passes) frees CUPTI activity buffers that CUPTI still owns, and CUPTI writes to one
     as CUDA's primary context is released at exit (pytorch/pytorch#195471). Ranks of torchrun then ended on SIGABRT,
-    glibc's 'double free or corruption', in 5 of 8 replays on one H200 (docs/validation.md)."""
+    glibc's 'double free or corruption', in 9 of 17 replays on one H200 (docs/validation.md)."""
     import atexit
     import ctypes
     atexit._run_exitfuncs()
