@@ -45,6 +45,9 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
         assert r["out_of_place"]["bus_bw"] == pytest.approx(r["out_of_place"]["alg_bw"] * factor)
     ag = [r for r in rows if r["collective"] == "all_gather" and r["init"] == "regular"]
     assert [r["size"] for r in ag] == [48, 480, 4080]  # 8 B has no element per rank; 16-byte chunks
+    said = "no row at 8 B: a rank's share rounds down to 0 elements on 3 ranks"
+    # once per chunked collective, over both inits
+    assert f"# all_gather float: {said}" in proc.stdout and proc.stdout.count(said) == 6
     meta = doc.meta
     assert meta["backend"] == "gloo" and meta["bench"]["nranks"] == 3 and "versions" in meta and "git_sha" in meta
     assert "# Out of bounds values : 0 OK" in proc.stdout and "# Avg bus bandwidth" in proc.stdout

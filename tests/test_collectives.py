@@ -49,6 +49,11 @@ def test_counts_follow_nccl_tests_rounding(name, nbytes, elt, n, want):
     assert (lay.count, lay.send, lay.recv, lay.bytes) == want
 
 
+def test_sizes_without_an_element_per_rank_make_no_row():
+    assert C.get("all_gather").rowless([8, 16, 32, 64], 4, 2) == [8, 16]
+    assert C.get("all_reduce").rowless([8, 16], 4, 2) == [] and C.get("all_reduce").rowless([2], 4, 2) == [2]
+
+
 def test_in_place_offsets():
     assert C.get("all_gather").layout(1024, 4, 4, 3).send_inplace == 3 * 64
     assert C.get("reduce_scatter").layout(1024, 4, 4, 2).recv_inplace == 2 * 64

@@ -83,6 +83,7 @@ class BenchRanks:
         self.memory, self.launch_path, self.awake = {}, None, None
         self.census = threads.Census() if o.per_iter_timing else None
         self.unfit = {c: collectives.get(c).unfit(self.group.nranks) for c in o.collective}
+        self.said_rowless: set[tuple[str, str]] = set()
 
     def run(self) -> int:
         job, o = self.job, self.o
@@ -169,11 +170,23 @@ class BenchRanks:
         try:
             for combo in o.combos(coll, group.nranks):
                 plan = o.sweep_plan(o.job.timeout, *combo)
+                self._say_rowless(coll, plan, group.nranks)
                 tag = "/".join(map(str, (init, algo, *combo)))
                 Sweep(group, comm, coll, plan, tag, progress, self.census, recorder).rows(on_row=measured)
         finally:
             if printed is not None:
                 printed.close()
+
+    def _say_rowless(self, coll: collectives.Collective, plan, nranks: int) -> None:
+        """The sizes that give no row, said once per collective and type: an empty table would otherwise say
+        nothing of why."""
+        from nccl_bench.measure.vocabulary import ELEMENT_BYTES
+        empty = coll.rowless(plan.sizes, ELEMENT_BYTES[plan.dtype], nranks)
+        if empty and (coll.name, plan.dtype) not in self.said_rowless:
+            self.said_rowless.add((coll.name, plan.dtype))
+            shown = ", ".join(map(str, empty[:6])) + (" ..." if len(empty) > 6 else "")
+            self.job.say(f"# {coll.name} {plan.type_name}: no row at {shown} B: a rank's share rounds down to 0 "
+                         f"elements on {nranks} ranks (nccl-tests' rounding; it prints them as 0 B)")
 
     def _gather_extras(self) -> None:
         if self.o.memory:

@@ -97,6 +97,11 @@ class Collective:
             return f"{self.name} needs a power-of-two number of ranks, not {nranks}"
         return None
 
+    def rowless(self, sizes: list[int], elt: int, nranks: int) -> list[int]:
+        """The sizes at which a rank's share rounds down to no element (nccl-tests' rounding): nothing moves, and the
+        sweep makes no row of them (nccl-tests prints them as 0 B). Every rank rounds alike, so rank 0 says."""
+        return [s for s in sizes if not ((lay := self.layout(s, elt, nranks, 0)).send and lay.recv)]
+
     def call_args(self, op: str, root: int, rank: int, nranks: int, lay: Layout | None = None) -> dict:
         """Keyword arguments of Communicator.prepare() beyond the buffers (`lay`: the size's layout,
         needed by point-to-point rounds)."""

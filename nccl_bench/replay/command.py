@@ -108,9 +108,11 @@ def main(argv: list[str]) -> int:
         return list_only(a, workload)
     workload = workload.compact()
     opts = ReplayOptions(a, workload, traces.digest(a.traces))
-    if launch.detect() is not None:
+    ident = launch.detect()
+    if ident is not None:
+        fit_some(workload, ident.world_size)
         return run_job(JobSpec("replay", opts.job, WorkerRef.of(worker, opts, workload), result=opts.json))
-    fitted = workload.fit(opts.job.local_ranks())
+    fitted = fit_some(workload, opts.job.local_ranks())
     admission.check(fitted, opts.job.backend, opts.job.local_ranks())
     for line in traces.describe(fitted):
         print(line, flush=True)
@@ -120,6 +122,18 @@ def main(argv: list[str]) -> int:
                                result=opts.json))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fit_some(workload, nranks: int):
+    """The groups that fit `nranks` ranks; UsageError where none does, before any rank starts (a replay of nothing
+    would say nothing and exit 0)."""
+    fitted = workload.fit(nranks)
+    if any(fitted.ranks.values()):
+        return fitted
+    least = min(workload.groups.values(), key=lambda g: max(g.ranks), default=None)
+    need = f" (the smallest, {least.label()}, needs {max(least.ranks) + 1})" if least else ""
+    raise UsageError(f"{workload.file_of(0)}: every group of this job needs more than the {nranks} rank(s) "
+                     f"here{need}; nothing to replay")
 
 
 def sequence_worker(opts: ReplayOptions, folder: str):
