@@ -8,6 +8,8 @@ from pathlib import Path
 
 from nccl_bench.core import launch, results, sysinfo
 from nccl_bench.core.errors import UsageError
+from nccl_bench.measure import fits
+from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 from nccl_bench.job import driver
 from nccl_bench.job.driver import run_job
@@ -30,7 +32,8 @@ def parser() -> Parser:
     p.add_argument("--skew-max", type=float, default=0.05, help="max random sleep per rank before init, s (0.05)")
     p.add_argument("--seed", type=int, default=0, help="skew schedule seed (default 0)")
     p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(COLLECTIVES))
-    p.add_argument("--bytes", type=int, default=4096, help="bytes of its largest buffer (default 4096)")
+    p.add_argument("--bytes", default="4096", help="bytes of its largest buffer: 4096, 64K, 1M (default 4096; "
+                   "at most 256M on gloo)")
     p.add_argument("--on-failure", default="continue", help=" | ".join(ON_FAILURE))
     p.add_argument("--journal", default=None,
                    help="JSON-lines journal (default results/runs/stress-<machine>-<time>-<pid>.jsonl)")
@@ -67,7 +70,8 @@ def parser() -> Parser:
 
 def options(a) -> StressOptions:
     return StressOptions(job_options(a, allow_all=True, default_timeout=default_timeout), rounds=a.rounds,
-                         skew_max=a.skew_max, seed=a.seed, collective=a.collective, bytes=a.bytes,
+                         skew_max=a.skew_max, seed=a.seed, collective=a.collective,
+                         bytes=parse_size(a.bytes, "--bytes"),
                          on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,
                          journal=a.journal or (str(Path(a.summary_json).with_suffix(".journal.jsonl"))
                                                if a.summary_json else None),
@@ -75,6 +79,13 @@ def options(a) -> StressOptions:
                          max_restarts=a.max_restarts, destroys_in_flight=a.destroys_in_flight,
                          scenario=a.scenario, leak_every=a.leak_every, leak_warmup=a.leak_warmup,
                          fail_on_leak=a.fail_on_leak)
+
+
+def check_fits(opts: StressOptions, nranks: int) -> None:
+    """--bytes that no rank could hold is one line before any rank starts (else every round would fail on it)."""
+    need = fits.need_bytes([opts.collective], opts.bytes, ["float"], max(nranks, 1))
+    if (why := fits.why_not(opts.job.backend, need, max(nranks, 1))):
+        raise UsageError(f"--bytes {opts.bytes}: {why}")
 
 
 def journal_path(opts: StressOptions) -> Path:
@@ -144,6 +155,7 @@ def main(argv: list[str]) -> int:
     opts = options(a)
     ident = launch.detect()
     nranks = opts.job.local_ranks() if ident is None else ident.world_size
+    check_fits(opts, nranks)
     opts.inject = inject.resolve(opts.inject, opts.rounds, nranks, opts.job.backend, list(opts.job.init),
                                  opts.job.ranks_per_root, opts.collective)
     if a.print_schedule:
