@@ -81,13 +81,6 @@ def options(a) -> StressOptions:
                          fail_on_leak=a.fail_on_leak)
 
 
-def check_fits(opts: StressOptions, nranks: int) -> None:
-    """--bytes that no rank could hold is one line before any rank starts (else every round would fail on it)."""
-    need = fits.need_bytes([opts.collective], opts.bytes, ["float"], max(nranks, 1))
-    if (why := fits.why_not(opts.job.backend, need, max(nranks, 1))):
-        raise UsageError(f"--bytes {opts.bytes}: {why}")
-
-
 def journal_path(opts: StressOptions) -> Path:
     """The journal this run writes: --journal, or a new default name under results/runs/."""
     if opts.journal:
@@ -155,7 +148,7 @@ def main(argv: list[str]) -> int:
     opts = options(a)
     ident = launch.detect()
     nranks = opts.job.local_ranks() if ident is None else ident.world_size
-    check_fits(opts, nranks)
+    fits.require("--bytes", opts.job.backend, [opts.collective], opts.bytes, nranks)
     opts.inject = inject.resolve(opts.inject, opts.rounds, nranks, opts.job.backend, list(opts.job.init),
                                  opts.job.ranks_per_root, opts.collective)
     if a.print_schedule:

@@ -5,7 +5,6 @@ from dataclasses import asdict, dataclass, field
 
 from nccl_bench.comm import gpu_count
 from nccl_bench.core.errors import UsageError, at_least
-from nccl_bench.measure import fits
 from nccl_bench.job.options import JobOptions
 from nccl_bench.comm.scenario import check_scenario
 from stress.inject import Injection
@@ -63,8 +62,6 @@ class StressOptions:
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown --collective '{self.collective}' (choose from {', '.join(COLLECTIVES)})")
         at_least("--bytes", self.bytes, 4, " (one float32)")
-        if self.job.backend == "gloo" and self.bytes > fits.GLOO_MAX_BYTES:
-            raise UsageError(f"--bytes {self.bytes} is too large for the CPU (gloo) model; keep it <= 256M")
         if self.on_failure not in ON_FAILURE:
             raise UsageError(f"unknown --on-failure '{self.on_failure}' (choose from {', '.join(ON_FAILURE)})")
         if self.resume and not self.journal:

@@ -159,6 +159,8 @@ CASES = [
      "--bytes 1099511627776 is too large for the CPU (gloo) model; keep it <= 256M"),
     ("stress --bytes not a size", ["-m", "stress", "--rounds", "1", "--bytes", "4 KiB"], {}, {},
      "--bytes: '4 KiB' is not a size"),
+    ("locate --size 1T on gloo", ["-m", "nccl_bench", "locate", "--size", "1T"], {}, {},
+     "--size 1099511627776 is too large for the CPU (gloo) model; keep it <= 256M"),
     ("replay of a 4-rank job on 2 ranks", ["-m", "nccl_bench", "replay", str(FIX / "zoo" / "ring" / "kineto"),
                                           "--nranks", "2", "--backend", "gloo"], {}, {},
      "every group of this job needs more than the 2 rank(s) here (the smallest, default_pg [0, 1, 2, 3], needs 4)"),

@@ -20,11 +20,12 @@ import sys
 from dataclasses import dataclass, field
 
 from nccl_bench.comm import InitPlan
-from nccl_bench.core import results, sysinfo
+from nccl_bench.core import launch, results, sysinfo
 from nccl_bench import records
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.launch import launcher_node
 from nccl_bench.core.errors import EXIT_FAILED, UsageError, at_least
+from nccl_bench.measure import fits
 from nccl_bench.measure.vocabulary import parse_size
 from nccl_bench.locate import suspects as S
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
@@ -85,6 +86,9 @@ def options(argv: list[str]) -> LocateOptions:
 
 def main(argv: list[str]) -> int:
     o = options(argv)
+    ident = launch.detect()
+    fits.require("--size", o.job.backend, ["all_reduce", "sendrecv"], o.nbytes,
+                 ident.world_size if ident else o.job.local_ranks())
     if o.profile:
         from nccl_bench.records import profiles
         prof = profiles.load(o.profile)

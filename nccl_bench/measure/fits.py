@@ -38,3 +38,13 @@ def why_not(backend: str, need: int, nranks: int) -> str | None:
         have = min(sizes)
         where = f"GPU memory ({have / 2**30:.0f} GiB)"
     return f"buffers need {need / 2**30:.1f} GiB, more than {where}" if need > have else None
+
+
+def require(option: str, backend: str, names: list[str], nbytes: int, nranks: int) -> None:
+    """UsageError unless `nbytes` of float32 for `names` fit every rank here: gloo's cap, then memory (a size no rank
+    can hold is said before any rank starts, not met by every call failing to allocate)."""
+    from nccl_bench.core.errors import UsageError
+    if backend == "gloo" and nbytes > GLOO_MAX_BYTES:
+        raise UsageError(f"{option} {nbytes} is too large for the CPU (gloo) model; keep it <= {GLOO_MAX_BYTES >> 20}M")
+    if (why := why_not(backend, need_bytes(names, nbytes, ["float"], max(nranks, 1)), max(nranks, 1))):
+        raise UsageError(f"{option} {nbytes}: {why}")
