@@ -54,3 +54,16 @@ def test_accept_unknown_profile_is_exit_2():
 def test_accept_bad_rounds_is_exit_2():
     assert "--stress-rounds" in one_line_error(run(["-m", "nccl_bench", "accept", "--backend", "gloo",
                                                     "--stress-rounds", "0"]))
+
+
+def test_one_rank_skips_the_busbw_floors_it_cannot_meet():
+    """One rank has no peer: busbw is 0 by nccl-tests' formula, so a profile's floors are skips with that reason (the
+    run said "pair checks skipped" and then failed them)."""
+    from nccl_bench.accept import steps, verdicts
+    from nccl_bench.accept.options import AcceptOptions
+    from nccl_bench.records import profiles
+    profile = profiles.load("gloo-cpu")
+    m = steps.step_bench(AcceptOptions(backend="gloo", nranks=1), profile)
+    assert "busbw" not in m and m["wrong"] == 0 and m["latency_us_8B"] > 0, m
+    judged = [v for v in verdicts.judge(profile, m) if v.check.startswith("busbw")]
+    assert judged and all(v.status == "skip" and "one rank" in v.detail for v in judged), judged

@@ -14,6 +14,7 @@ how they were taken:
       "counters_after":  {"gpu0/nvlink_crc": 0, ...},  # ... and after
       "doctor": [check dicts],       # optional: health checks; any "fail" fails the verdict
       "copy_GBps": {"device_GBps": 2900, "device_gpu": 3, "h2d_GBps": ..., ...},  # slowest GPU's copies
+      "busbw_skipped": "one rank: ...",  # optional: why busbw was not measured (its floors are skips)
     }
 
 In JSON (`load_measurements`), "busbw" may instead be a list of rows
@@ -102,7 +103,7 @@ def judge(profile: Profile, m: dict) -> list[Verdict]:
         check = f"busbw {f.collective} {size_label(f.bytes)}"
         required = f">= {_fmt(f.min_GBps)} GB/s"
         if busbw is None:
-            out.append(Verdict(check, "skip", None, required, "not measured in this run"))
+            out.append(Verdict(check, "skip", None, required, m.get("busbw_skipped") or "not measured in this run"))
             continue
         got = busbw.get((f.collective, f.bytes))
         if got is None:
