@@ -97,6 +97,8 @@ BAD = {
     "a rank whose file cannot be read": (lambda d: _one_unreadable(d), "dump_rank1.pkl"),
     "workload bytes 1e15": (lambda d: [_workload(d, {"collective": "all_reduce", "group": "world", "bytes": 1e15})],
                             "'bytes' must be"),
+    "workload avg of int32": (lambda d: [_workload(d, {"collective": "all_reduce", "group": "world", "count": 4,
+                                                      "dtype": "int32", "op": "avg"})], "op avg needs a floating type"),
     "workload time_us Infinity": (lambda d: [_write(d / "w.json", json.dumps(_wdoc(
         {"collective": "all_reduce", "group": "world", "count": 4}))
         .replace('"count": 4', '"count": 4, "time_us": Infinity')

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
-from nccl_bench.measure.vocabulary import ELEMENT_BYTES, OPS
+from nccl_bench.measure.vocabulary import ELEMENT_BYTES, FLOATING, OPS
 from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.workload import SEND_RECV, Group, Op, Workload
 
@@ -88,6 +88,8 @@ def _ops(where: str, i: int, step, groups: dict):
     op = step.get("op")
     if op is not None and op not in OPS:
         raise UsageError(f"{at}: op '{op}' (choose from {', '.join(OPS)})")
+    if op == "avg" and dtype not in FLOATING:
+        raise UsageError(f"{at}: op avg needs a floating type (as bench's -o avg); dtype {dtype} is an integer type")
     t = step.get("time_us")
     if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf):
         raise UsageError(f"{at}: 'time_us' must be a positive number of microseconds")
