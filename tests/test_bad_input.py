@@ -159,6 +159,8 @@ CASES = [
      "--bytes 1099511627776 is too large for the CPU (gloo) model; keep it <= 256M"),
     ("stress --bytes not a size", ["-m", "stress", "--rounds", "1", "--bytes", "4 KiB"], {}, {},
      "--bytes: '4 KiB' is not a size"),
+    ("NCCL_BENCH_RANK_START not a start method", ["-m", "nccl_bench", "smoke"], {}, {"NCCL_BENCH_RANK_START": "fork"},
+     "NCCL_BENCH_RANK_START=fork: choose forkserver (the default) or exec"),
     ("locate --size 1T on gloo", ["-m", "nccl_bench", "locate", "--size", "1T"], {}, {},
      "--size 1099511627776 is too large for the CPU (gloo) model; keep it <= 256M"),
     ("replay of a 4-rank job on 2 ranks", ["-m", "nccl_bench", "replay", str(FIX / "zoo" / "ring" / "kineto"),
@@ -272,11 +274,15 @@ def test_resume_with_fewer_rounds_than_done_is_one_line(tmp_path):
 
 def test_ctrl_c_is_honoured_when_the_parent_ignored_it(tmp_path):
     """A script's `cmd &` starts accept with SIGINT ignored: a Ctrl-C to its group still ends it (130), its
-    jobs with it, and no PASS is printed."""
+    jobs with it (their temporary folders removed: they run in sessions of their own, which the Ctrl-C is passed
+    on to), and no PASS is printed."""
     import os
     import signal
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "nccl_bench", "accept", "--json", str(tmp_path / "a.json")],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temp)},
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         time.sleep(4)  # into its steps
@@ -288,6 +294,7 @@ def test_ctrl_c_is_honoured_when_the_parent_ignored_it(tmp_path):
             proc.wait()
     assert proc.returncode == 130 and "PASS" not in out, (proc.returncode, out[-1000:], err[-1000:])
     assert not (tmp_path / "a.json").exists()
+    assert not list(temp.iterdir()), list(temp.iterdir())
 
 
 def test_a_result_saved_with_a_byte_order_mark_reads_as_json_readers_read_it(tmp_path):

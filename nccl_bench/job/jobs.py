@@ -15,12 +15,20 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+
+from nccl_bench import Terminated
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import REPO
 from nccl_bench.job import reaping
 from nccl_bench.records import Result, from_doc
+
+
+# A stopped job's launcher gives its ranks 10 s to end (SHUTDOWN_GRACE_S), then ends itself
+STOP_GRACE_S = 15.0
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class JobFailed(RuntimeError):
@@ -48,7 +56,10 @@ def run_result(argv: list[str], timeout: float, json_flag: str = "--json", env: 
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise JobFailed(argv, f"timed out after {timeout:g}s") from None
-        except BaseException:  # any way out (Ctrl-C too) takes the job's processes along
+        except (KeyboardInterrupt, Terminated) as e:  # the job's own session: the terminal's Ctrl-C missed it
+            _stop_group(proc, signal.SIGINT if isinstance(e, KeyboardInterrupt) else e.signum)
+            raise
+        except BaseException:  # any other way out takes the job's processes along
             _kill_group(proc)
             raise
         if proc.returncode not in ok_codes or not out.exists():
@@ -60,6 +71,27 @@ def run_result(argv: list[str], timeout: float, json_flag: str = "--json", env: 
         except (OSError, ValueError, UsageError) as e:
             raise JobFailed(argv, f"exit {proc.returncode} but its result is unreadable: "
                                   f"{type(e).__name__}: {e}", proc.returncode) from None
+
+
+def _stop_group(proc: subprocess.Popen, sig: int) -> None:
+    """A stop the caller received, passed on to the job, which ends as on its own Ctrl-C (its ranks stopped, its
+    temporary files removed) within STOP_GRACE_S; then whatever is left is killed. A SIGKILL at once left the
+    job's folders behind (accept's steps, tests/test_bad_input.py)."""
+    ignored = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOPS} if ignored else {}
+    try:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.communicate(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -13,7 +13,7 @@ import uuid
 from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, keep_stops_from_callbacks,
                         said_stop, stopping, terminated)
 from nccl_bench.core import cudadriver, private
-from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE
+from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE, UsageError
 from nccl_bench.core.startmarks import mark
 from nccl_bench.job import reaping, workers
 
@@ -179,7 +179,9 @@ def _shutdown_grace() -> float:
 
 def _start_method(argv: list[str], preload: tuple[str, ...]) -> str:
     """"forkserver", "fork" (a job without torch, neither CUDA nor NVML loaded in this process) or "exec"."""
-    method = os.environ.get(START_ENV, "forkserver")
+    method = os.environ.get(START_ENV) or "forkserver"
+    if method not in ("forkserver", "exec"):
+        raise UsageError(f"{START_ENV}={method}: choose forkserver (the default) or exec")
     if method != "forkserver" or argv[:1] != ["-m"]:
         return "exec"
     if preload == PRELOAD_TORCH_FREE and cudadriver.fork_safe():  # neither CUDA's state nor NVML's survives a fork
