@@ -35,6 +35,8 @@ def test_pip_install_gives_both_commands(tmp_path):
     bench = sh([str(venv / "bin" / "nccl-bench"), "--help"], cwd=tmp_path)
     assert bench.returncode == 0 and "usage: nccl-bench COMMAND" in bench.stdout, bench.stdout + bench.stderr
     assert "replay" in bench.stdout or "report" in bench.stdout
+    version = sh([str(venv / "bin" / "nccl-bench"), "--version"], cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("nccl-bench 0."), version.stdout + version.stderr
     stress = sh([str(venv / "bin" / "nccl-stress"), "--help"], cwd=tmp_path)
     assert stress.returncode == 0 and "--rounds" in stress.stdout, stress.stdout + stress.stderr
     assert stress.stdout.startswith("usage: nccl-stress "), stress.stdout[:200]  # as the user called it

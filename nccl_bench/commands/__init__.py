@@ -30,8 +30,8 @@ COMMANDS = {
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    return "usage: nccl-bench COMMAND [options]   (or: python -m nccl_bench COMMAND ...)\n\ncommands:\n" + "\n".join(
-        f"  {name:{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
+    head = "usage: nccl-bench COMMAND [options]   (or: python -m nccl_bench COMMAND ...; --version)\n\ncommands:\n"
+    return head + "\n".join(f"  {name:{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
 
 
 def main() -> int:
@@ -53,6 +53,12 @@ def main() -> int:
 def dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from nccl_bench import __version__
+        from nccl_bench.core.sysinfo import git_sha
+        sha = git_sha()
+        print(f"nccl-bench {__version__}" + (f" ({sha})" if sha else ""))
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
