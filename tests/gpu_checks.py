@@ -213,6 +213,9 @@ CHECKS = [
              script="zoo_one_gpu.sh", expect="verdict-line",
              env={"RUNS": "pp:kineto pp:fr mesh:kineto moe:fr", "CUDA_VISIBLE_DEVICES": "0"},
              fewer="4 NCCL hosts on one GPU: how each rank's process ends and every value, not times"),
+    GpuCheck("stops-and-sizes", 1, 420, "accept stopped by a Ctrl-C at 3 moments: 130, no folder or GPU process left; "
+             "sizes no GPU holds said before any rank; one rank's busbw floors SKIP", script="stops.sh",
+             expect="verdict-line"),
     GpuCheck("bench-torch-free", 2, 420, "a --backend nccl bench imports torch in no process; its data check's kernels "
              "equal torch's; every collective, type and reduction exact, without torch and on torch's buffers",
              script="torchfree.sh", expect="verdict-line"),

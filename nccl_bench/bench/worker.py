@@ -185,8 +185,9 @@ class BenchRanks:
         if empty and (coll.name, plan.dtype) not in self.said_rowless:
             self.said_rowless.add((coll.name, plan.dtype))
             shown = ", ".join(map(str, empty[:6])) + (" ..." if len(empty) > 6 else "")
+            ranks = f"{nranks} rank{'s' if nranks > 1 else ''}"
             self.job.say(f"# {coll.name} {plan.type_name}: no row at {shown} B: a rank's share rounds down to 0 "
-                         f"elements on {nranks} ranks (nccl-tests' rounding; it prints them as 0 B)")
+                         f"elements on {ranks} (nccl-tests' rounding; it prints them as 0 B)")
 
     def _gather_extras(self) -> None:
         if self.o.memory:
