@@ -2,7 +2,7 @@
 # replay on GPUs, in one call: a small FSDP2 job (tests/gpu/fsdp_job.py, timing on) leaves its Flight
 # Recorder dumps and profiler traces; `replay` runs each on this node (dumps: torch and nccl backends;
 # traces: torch), and tests/gpu/replay_judge.py holds every row of 1 MiB or more to 0.8-1.25 x the
-# job's own time. Runs on any number of GPUs (one GPU: a one-rank world). Output under $OUT:
+# job's own time. Runs on 2 GPUs or more (FSDP2 on a one-rank world makes no collective: one H200, 2026-11-29). Output under $OUT:
 # replay.log, summary.txt, replay.tgz (dumps, traces, result files).
 set -u
 source tests/gpu/env.sh
