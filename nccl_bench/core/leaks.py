@@ -124,5 +124,6 @@ class LeakWatch(Trends):
         n = min(f["samples"] for f in judged)
         parts = max(f.get("segments", 1) for f in judged)
         of = f" (the longest of {parts} processes' stretches: resumed)" if parts > 1 else ""
-        return (f"leak watch: {len(ranks)} ranks, >= {n} samples each after a {self.warmup}-round warm-up{of}: "
+        who = f"{len(ranks)} rank{'s' if len(ranks) > 1 else ''}"
+        return (f"leak watch: {who}, >= {n} samples each after a {self.warmup}-round warm-up{of}: "
                 + (f"{leaks} LEAK" if leaks else "no LEAK") + worst)
