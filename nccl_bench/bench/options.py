@@ -87,6 +87,12 @@ class BenchOptions:
         "0/1, accepted for nccl-tests' command lines and recorded: with one process per GPU every rank already "
         "inits its communicator in parallel (nccl-tests' -p threads the inits of -g GPUs in one process), so it "
         "changes nothing here"))
+    nthreads: int = option(1, "-t", "--nthreads", type=int, help=(
+        "1, accepted for nccl-tests' command lines (-t 1 -g 1 under MPI): each rank here is a process of its own "
+        "with one GPU; for more ranks, --nranks"))
+    ngpus: int = option(1, "-g", "--ngpus", type=int, help=(
+        "1, accepted for nccl-tests' command lines: one GPU per rank; every GPU of the node is the default "
+        "(--nranks N for N)"))
     json: str | None = option(None, "-J", "--json", recorded=False,
                               help="result file (default results/runs/bench-<machine>-<time>.json)")
     no_algo_confirm: bool = option(False, "--no-algo-confirm", action="store_true", recorded=False, help=(
@@ -108,6 +114,12 @@ class BenchOptions:
                             ("-p/--parallel_init", self.parallel_init)):
             if value not in (0, 1):
                 raise UsageError(f"{name} must be 0 or 1, got {value}")
+        for name, value, theirs in (("-t/--nthreads", self.nthreads, "threads in one process"),
+                                    ("-g/--ngpus", self.ngpus, "GPUs in one thread")):
+            if value != 1:
+                raise UsageError(f"{name} {value}: here every GPU is a rank of its own process (nccl-tests' "
+                                 f"{name[:2]} {value} runs {value} {theirs}): --nranks {value}, or no flag for every "
+                                 "GPU of the node")
         if self.per_iter_skip and not self.per_iter_timing:
             raise UsageError("-K/--per_iter_skip needs -I/--per_iter_timing 1")
         if self.minbytes < 1:
