@@ -10,8 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # dropped before any test, in this process and every one it starts.
 CALLERS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
            "TORCH_CPP_LOG_LEVEL", "TORCH_DISTRIBUTED_DEBUG", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_HOSTID")
-CALLER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "MPI_LOCAL", "TORCHELASTIC_", "NCCL_BENCH_")
-KEPT = ("NCCL_BENCH_KILLPOINTS", "NCCL_BENCH_KILLSEED", "NCCL_BENCH_CACHE")  # the suite's own knobs, a cache
+CALLER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "MPI_LOCAL", "TORCHELASTIC_", "NCCL_BENCH_", "NCCL_TESTS_")
+# the suite's own knobs, a cache, and where nccl-tests' analyzer is
+KEPT = ("NCCL_BENCH_KILLPOINTS", "NCCL_BENCH_KILLSEED", "NCCL_BENCH_CACHE", "NCCL_TESTS_ANALYZER")
 for name in [k for k in os.environ if (k in CALLERS or k.startswith(CALLER_PREFIXES)) and k not in KEPT]:
     del os.environ[name]
 

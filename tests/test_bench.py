@@ -191,6 +191,26 @@ def test_wrong_values_and_unconfirmed_algo_exit_1():
     assert "N/A" in table([_bench_row(None)], "t")
 
 
+def test_min_bw_fails_an_average_below_nine_tenths_of_it_as_nccl_tests_does():
+    rows = [_bench_row(0)]  # busbw 2.0 GB/s in both places
+    assert _exit_code(rows, {}, BenchOptions(job=JobOptions(backend="gloo"), min_bw=2.2)) == 0  # 2.0 >= 0.9 x 2.2
+    assert _exit_code(rows, {}, BenchOptions(job=JobOptions(backend="gloo"), min_bw=2.3)) == 1
+    assert footer(rows, 2.2).splitlines()[1] == "# Avg bus bandwidth    : 2 OK"
+    assert footer(rows, 2.3).splitlines()[1] == "# Avg bus bandwidth    : 2 FAILED"
+    assert footer(rows).splitlines()[1] == "# Avg bus bandwidth    : 2"
+    doc = benchfile.document(rows, {}, {}, [], "", [], [], 2.3)
+    assert doc["average_bus_bandwidth"] == {"bandwidth": 2.0, "okay": "false"}
+    assert benchfile.document(rows, {}, {}, [], "", [], [])["average_bus_bandwidth"]["okay"] == "unchecked"
+
+
+def test_min_bw_from_the_environment_fails_a_real_run(tmp_path):
+    out = tmp_path / "b.json"
+    proc = run(["-m", "nccl_bench", "bench", *SMALL, "-e", "8", "-J", str(out)], env={"NCCL_TESTS_MIN_BW": "1e6"})
+    assert proc.returncode == 1 and "FAILED" in proc.stdout.splitlines()[-2], proc.stdout[-1000:]
+    doc = json.loads(out.read_text())
+    assert doc["average_bus_bandwidth"]["okay"] == "false" and doc["meta"]["bench"]["min_bw"] == 1e6
+
+
 def test_a_bench_row_reads_back_from_its_json_form():
     row = _bench_row(0)
     assert benchfile.BenchRow.from_json(row.to_json()) == row

@@ -33,7 +33,21 @@ def options(a) -> BenchOptions:
     given = optionfields.given(a, BenchOptions)
     if given["split"] is None:
         given["split"] = split_from_env()
+    if given["min_bw"] is None:
+        given["min_bw"] = min_bw_from_env()
     return BenchOptions(job=job_options(a, allow_all=True), **given)
+
+
+def min_bw_from_env() -> float | None:
+    """nccl-tests' NCCL_TESTS_MIN_BW: the average busbw (GB/s) below 0.9 x which the run fails."""
+    import os
+    text = os.environ.get("NCCL_TESTS_MIN_BW", "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"NCCL_TESTS_MIN_BW: '{text}' is not a bandwidth in GB/s") from None
 
 
 # --- the driver (before any rank runs) -------------------------------------------------------------

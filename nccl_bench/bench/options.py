@@ -87,6 +87,9 @@ class BenchOptions:
         "0/1, accepted for nccl-tests' command lines and recorded: with one process per GPU every rank already "
         "inits its communicator in parallel (nccl-tests' -p threads the inits of -g GPUs in one process), so it "
         "changes nothing here"))
+    min_bw: float | None = option(None, "--min_bw", type=float, help=(
+        "exit 1 when the average busbw (the footer's) is below 0.9 x this many GB/s, and say OK or FAILED on the "
+        "footer, as nccl-tests' NCCL_TESTS_MIN_BW (its default from there)"))
     nthreads: int = option(1, "-t", "--nthreads", type=int, help=(
         "1, accepted for nccl-tests' command lines (-t 1 -g 1 under MPI): each rank here is a process of its own "
         "with one GPU; for more ranks, --nranks"))
@@ -120,6 +123,8 @@ class BenchOptions:
                 raise UsageError(f"{name} {value}: here every GPU is a rank of its own process (nccl-tests' "
                                  f"{name[:2]} {value} runs {value} {theirs}): --nranks {value}, or no flag for every "
                                  "GPU of the node")
+        if self.min_bw is not None and not 0 <= self.min_bw < float("inf"):
+            raise UsageError(f"--min_bw (NCCL_TESTS_MIN_BW) must be a bandwidth in GB/s, 0 or more; got {self.min_bw}")
         if self.per_iter_skip and not self.per_iter_timing:
             raise UsageError("-K/--per_iter_skip needs -I/--per_iter_timing 1")
         if self.minbytes < 1:

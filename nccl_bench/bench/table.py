@@ -5,7 +5,7 @@ from __future__ import annotations
 from nccl_bench.core.startmarks import mark
 from nccl_bench.core.stats import UNSTABLE_PCT
 from nccl_bench.measure import tail
-from nccl_bench.records.bench import BenchRow, totals
+from nccl_bench.records.bench import BenchRow, below_min_bw, totals
 
 _PLACE = ["time", "algbw", "busbw", "#wrong"]
 # -I: nccl-tests' extra columns per placement, then ours: iterations above 2 x p50
@@ -101,12 +101,14 @@ def _stability(row: BenchRow) -> str:
     return f"{worst:.1f}%" + (" UNSTABLE" if row.unstable else "")
 
 
-def footer(rows: list[BenchRow]) -> str:
-    """nccl-tests' closing lines: wrong values over the run and the average busbw."""
+def footer(rows: list[BenchRow], min_bw: float | None = None) -> str:
+    """nccl-tests' closing lines: wrong values over the run and the average busbw (OK or FAILED against
+    NCCL_TESTS_MIN_BW where given)."""
     wrong, avg = totals(rows)
     unstable = len({r.size for r in rows if r.unstable})
+    below = below_min_bw(rows, min_bw)
     return (f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}\n"
-            f"# Avg bus bandwidth    : {avg:.4g}"
+            f"# Avg bus bandwidth    : {avg:.4g}" + ("" if below is None else " FAILED" if below else " OK")
             + (f"\n# Unstable points      : {unstable} (their -N cycles differ by more than {UNSTABLE_PCT:g} %; "
                "a comparison calls differences within the spread noise)" if unstable else ""))
 

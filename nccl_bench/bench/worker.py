@@ -208,10 +208,10 @@ class BenchRanks:
             meta["bench"]["threads_awake"] = [{"rank": k, **r} for k, rows_ in enumerate(self.awake) for r in rows_]
             print(threads.line(self.awake), flush=True)
         doc = benchfile.document(rows, meta, nccl_config(o), devices, started, ["nccl_bench", *sys.argv[1:]],
-                                 [] if error is None else [str(error)])
+                                 [] if error is None else [str(error)], o.min_bw)
         from nccl_bench.records.writing import write_bench  # at the end only: not on a rank's way to its first row
         path = write_bench(doc, o.json)
-        print(footer(rows), flush=True)
+        print(footer(rows, o.min_bw), flush=True)
         print(f"# results: {path}", flush=True)
         if getattr(error, "kind", None) == "hang":
             print(f"# test timeout: {error.op} did not finish within -T/--timeout {o.job.timeout:g} s", flush=True)
@@ -270,7 +270,7 @@ def _exit_code(rows: list[BenchRow], confirmation: dict, o: BenchOptions, say=No
                          and r.algo_confirmed.lower() != r.algo})
     if say and mismatched:
         say("# algorithm not confirmed: " + "; ".join(f"{c} asked {a}, NCCL used {u}" for a, c, u in mismatched))
-    return EXIT_FAILED if wrong or mismatched else 0
+    return EXIT_FAILED if wrong or mismatched or benchfile.below_min_bw(rows, o.min_bw) else 0
 
 
 def metadata(o: BenchOptions, hosts, nranks: int, confirmation: dict, error, launch_path: str | None = None) -> dict:

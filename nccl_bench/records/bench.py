@@ -138,10 +138,19 @@ def totals(rows: list[BenchRow]) -> tuple[int, float]:
     return wrong, sum(bws) / len(bws) if bws else 0.0
 
 
+MIN_BW_SHARE = 0.9  # nccl-tests fails a run whose average busbw is below 0.9 x NCCL_TESTS_MIN_BW
+
+
+def below_min_bw(rows: list[BenchRow], min_bw: float | None) -> bool | None:
+    """Whether the run's average busbw fails nccl-tests' NCCL_TESTS_MIN_BW (None: not checked)."""
+    return None if min_bw is None else totals(rows)[1] < min_bw * MIN_BW_SHARE
+
+
 def document(rows: list[BenchRow], meta: dict, config: dict, devices: list[dict], start_time: str,
-             args: list[str], errors: list[str]) -> dict:
+             args: list[str], errors: list[str], min_bw: float | None = None) -> dict:
     """The whole file, nccl-tests' keys first."""
     wrong, average = totals(rows)
+    below = below_min_bw(rows, min_bw)
     experiment = os.environ.get("NCCL_TESTS_EXPERIMENT_NAME", "")
     return {
         "version": VERSION, "start_time": start_time, "args": args,
@@ -150,7 +159,7 @@ def document(rows: list[BenchRow], meta: dict, config: dict, devices: list[dict]
         "config": {**config, "devices": devices},
         "results": [r.to_json(experiment) for r in rows],
         "out_of_bounds": {"count": wrong, "okay": flag(not wrong)},
-        "average_bus_bandwidth": {"bandwidth": average, "okay": "unchecked"},
+        "average_bus_bandwidth": {"bandwidth": average, "okay": "unchecked" if below is None else flag(not below)},
         "errors": errors, "end_time": now(),
         "kind": "bench", "schema": SCHEMA, "meta": meta,
     }
