@@ -112,19 +112,7 @@ class BenchOptions:
             raise UsageError(f"-o/--op: unknown reduction '{self.op}' (choose from {', '.join(OPS)} or all)")
         if self.op == "avg" and self.datatype != "all" and self.torch_dtype_name not in FLOATING:
             raise UsageError(f"-o/--op avg needs a floating type; -d {self.datatype} is an integer type")
-        for name, value in (("-I/--per_iter_timing", self.per_iter_timing), ("-M/--memory", self.memory),
-                            ("-S/--report_timestamps", self.report_timestamps),
-                            ("-p/--parallel_init", self.parallel_init)):
-            if value not in (0, 1):
-                raise UsageError(f"{name} must be 0 or 1, got {value}")
-        for name, value, theirs in (("-t/--nthreads", self.nthreads, "threads in one process"),
-                                    ("-g/--ngpus", self.ngpus, "GPUs in one thread")):
-            if value != 1:
-                raise UsageError(f"{name} {value}: here every GPU is a rank of its own process (nccl-tests' "
-                                 f"{name[:2]} {value} runs {value} {theirs}): --nranks {value}, or no flag for every "
-                                 "GPU of the node")
-        if self.min_bw is not None and not 0 <= self.min_bw < float("inf"):
-            raise UsageError(f"--min_bw (NCCL_TESTS_MIN_BW) must be a bandwidth in GB/s, 0 or more; got {self.min_bw}")
+        self._check_nccl_tests_flags()
         if self.per_iter_skip and not self.per_iter_timing:
             raise UsageError("-K/--per_iter_skip needs -I/--per_iter_timing 1")
         if self.minbytes < 1:
@@ -164,6 +152,22 @@ class BenchOptions:
         if not self.pairs():
             raise UsageError(f"no collective in {','.join(self.collective)} runs with --algo {','.join(self.algo)} "
                              "(tree applies to all_reduce only)")
+
+    def _check_nccl_tests_flags(self) -> None:
+        """nccl-tests' 0/1 flags, its -t/-g (one GPU per process here) and NCCL_TESTS_MIN_BW."""
+        for name, value in (("-I/--per_iter_timing", self.per_iter_timing), ("-M/--memory", self.memory),
+                            ("-S/--report_timestamps", self.report_timestamps),
+                            ("-p/--parallel_init", self.parallel_init)):
+            if value not in (0, 1):
+                raise UsageError(f"{name} must be 0 or 1, got {value}")
+        for name, value, theirs in (("-t/--nthreads", self.nthreads, "threads in one process"),
+                                    ("-g/--ngpus", self.ngpus, "GPUs in one thread")):
+            if value != 1:
+                raise UsageError(f"{name} {value}: here every GPU is a rank of its own process (nccl-tests' "
+                                 f"{name[:2]} {value} runs {value} {theirs}): --nranks {value}, or no flag for every "
+                                 "GPU of the node")
+        if self.min_bw is not None and not 0 <= self.min_bw < float("inf"):
+            raise UsageError(f"--min_bw (NCCL_TESTS_MIN_BW) must be a bandwidth in GB/s, 0 or more; got {self.min_bw}")
 
     def _normalise(self) -> None:
         """Values as the command line gives them (sizes with K/M/G, -a's digits, -r all, 0/1 flags) made the
