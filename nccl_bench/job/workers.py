@@ -91,10 +91,14 @@ def start(ranks: list[Rank], nranks: int, argv: list[str], env_of: Callable[[int
 def watch(ranks: list[Rank]) -> list[Failure]:
     """Block until every rank ended well ([]) or one failed (the failures seen then)."""
     while True:
-        failed = [r for r in ranks if r.exitcode not in (None, 0)]
+        # each rank's exit code read once a pass: read twice, a rank that ended between the reads (None, then 1)
+        # was neither failed nor running, and the job ended 0 (one rank's bench failing NCCL_TESTS_MIN_BW, 2 of 3
+        # runs on one H200)
+        codes = [(r, r.exitcode) for r in ranks]
+        failed = [r for r, code in codes if code not in (None, 0)]
         if failed:
             return [failure(r) for r in failed]
-        running = [r for r in ranks if r.exitcode is None]
+        running = [r for r, code in codes if code is None]
         if not running:
             return []
         wait([r.sentinel for r in running], timeout=1.0)
