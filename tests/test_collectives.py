@@ -210,6 +210,12 @@ def test_size_steps_and_parse():
     assert parse_size("8G", "-e") == 8 << 30 and parse_size("64k", "-b") == 65536 and parse_size("8", "-b") == 8
     with pytest.raises(UsageError, match="-e"):
         parse_size("8X", "-e")
+    # nccl-tests' sizes may have a fraction (atof); a byte is not split
+    assert parse_size("1.5M", "-e") == 3 << 19 and parse_size(".5K", "-b") == 512
+    with pytest.raises(UsageError, match="not a whole number of bytes"):
+        parse_size("1.5", "-b")
+    with pytest.raises(UsageError, match=r"\(5000 characters\)' is not a size"):  # was int()'s ValueError, exit 1
+        parse_size("9" * 5000, "-b")
 
 
 def test_aggregate():

@@ -23,11 +23,18 @@ _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str, what: str) -> int:
-    """'8', '64K', '1M', '8G' (powers of 1024, as nccl-tests) -> bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)B?\s*", str(text), re.IGNORECASE)
+    """'8', '64K', '1M', '1.5M', '8G' (powers of 1024, as nccl-tests, whose sizes may have a fraction) -> bytes; a
+    size that is no whole number of bytes is bad input."""
+    m = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{0,12})?|\.\d{1,12})\s*([KMGT]?)B?\s*", str(text), re.IGNORECASE)
     if not m:
-        raise UsageError(f"{what}: '{text}' is not a size (e.g. 8, 64K, 1M, 8G)")
-    size = int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+        shown = str(text) if len(str(text)) <= 40 else f"{str(text)[:40]}... ({len(str(text))} characters)"
+        raise UsageError(f"{what}: '{shown}' is not a size (e.g. 8, 64K, 1.5M, 8G)")
+    whole, _, fraction = m.group(1).partition(".")
+    unit = _SUFFIX[m.group(2).upper()]
+    scaled = int(whole or 0) * unit * 10 ** len(fraction) + int(fraction or 0) * unit
+    size, left = divmod(scaled, 10 ** len(fraction))  # exact: no float rounds a byte away
+    if left:
+        raise UsageError(f"{what}: '{text}' is not a whole number of bytes")
     if size > MAX_SIZE:
         raise UsageError(f"{what}: {text} is more than any GPU holds ({MAX_SIZE >> 40} TiB)")
     return size
