@@ -112,7 +112,7 @@ def test_every_op_and_root_unaligned_and_aggregated(tmp_path):
     out = tmp_path / "all.json"
     proc = run(["-m", "nccl_bench", "bench", "--backend", "gloo", "--collective", "reduce,all_gather", "-b", "256",
                 "-e", "256", "-n", "1", "-w", "0", "-o", "all", "-r", "all", "-u", "3", "-m", "2", "-p", "1",
-                "-t", "1", "-g", "1", "-J", str(out)], timeout=120)
+                "-t", "1", "-g", "1", "-y", "0", "-J", str(out)], timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     red = [r for r in doc["results"] if r["collective"] == "reduce"]
@@ -154,6 +154,7 @@ def test_bad_new_option_from_the_command_line_one_line_exit_2():
     ({"ngpus": 8}, "-g/--ngpus 8: here every GPU is a rank of its own process .nccl-tests' -g 8 runs 8 GPUs in one "
                    "thread.: --nranks 8"),
     ({"nthreads": 2}, "-t/--nthreads 2: here every GPU is a rank of its own process"),
+    ({"stream_null": 1}, "-y/--stream_null 1: every launch here is on a non-blocking stream"),
     ({"memory": 3}, "-M/--memory must be 0 or 1"),
     ({"report_timestamps": -1}, "-S/--report_timestamps must be 0 or 1"),
     ({"root": "some"}, "-r/--root: 'some' is not a rank or all"),

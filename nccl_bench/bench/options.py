@@ -96,6 +96,9 @@ class BenchOptions:
     ngpus: int = option(1, "-g", "--ngpus", type=int, help=(
         "1, accepted for nccl-tests' command lines: one GPU per rank; every GPU of the node is the default "
         "(--nranks N for N)"))
+    stream_null: int = option(0, "-y", "--stream_null", type=int, help=(
+        "0, accepted for nccl-tests' command lines: each rank launches on a non-blocking stream of its own, as "
+        "nccl-tests does by default; its -y 1 (the legacy default stream) is not offered"))
     json: str | None = option(None, "-J", "--json", recorded=False,
                               help="result file (default results/runs/bench-<machine>-<time>.json)")
     no_algo_confirm: bool = option(False, "--no-algo-confirm", action="store_true", recorded=False, help=(
@@ -154,7 +157,7 @@ class BenchOptions:
                              "(tree applies to all_reduce only)")
 
     def _check_nccl_tests_flags(self) -> None:
-        """nccl-tests' 0/1 flags, its -t/-g (one GPU per process here) and NCCL_TESTS_MIN_BW."""
+        """nccl-tests' 0/1 flags, its -t/-g (one GPU per process here), -y and NCCL_TESTS_MIN_BW."""
         for name, value in (("-I/--per_iter_timing", self.per_iter_timing), ("-M/--memory", self.memory),
                             ("-S/--report_timestamps", self.report_timestamps),
                             ("-p/--parallel_init", self.parallel_init)):
@@ -166,6 +169,9 @@ class BenchOptions:
                 raise UsageError(f"{name} {value}: here every GPU is a rank of its own process (nccl-tests' "
                                  f"{name[:2]} {value} runs {value} {theirs}): --nranks {value}, or no flag for every "
                                  "GPU of the node")
+        if self.stream_null != 0:
+            raise UsageError(f"-y/--stream_null {self.stream_null}: every launch here is on a non-blocking stream of "
+                             "the rank's own (nccl-tests' -y 0, its default); the legacy default stream is not offered")
         if self.min_bw is not None and not 0 <= self.min_bw < float("inf"):
             raise UsageError(f"--min_bw (NCCL_TESTS_MIN_BW) must be a bandwidth in GB/s, 0 or more; got {self.min_bw}")
 
