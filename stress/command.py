@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
     opts = options(a)
     ident = launch.detect()
-    nranks = opts.job.local_ranks() if ident is None else ident.world_size
+    nranks = opts.job.world_ranks()
     fits.require("--bytes", opts.job.backend, [opts.collective], opts.bytes, nranks)
     opts.inject = inject.resolve(opts.inject, opts.rounds, nranks, opts.job.backend, list(opts.job.init),
                                  opts.job.ranks_per_root, opts.collective)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from nccl_bench.measure import collectives
 from nccl_bench.measure import fits
-from nccl_bench.core import launch, optionfields, results
+from nccl_bench.core import optionfields, results
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
 from nccl_bench.job.driver import run_job
 from nccl_bench.job.spec import JobSpec, WorkerRef
@@ -75,8 +75,7 @@ def main(argv: list[str]) -> int:
     """The driver, or a rank of a user's launcher: the options checked, then the job (nccl_bench.job.runner)."""
     a = parser().parse_args(argv)
     o = options(a)
-    ident = launch.detect()
-    nranks = ident.world_size if ident else o.job.local_ranks()
+    nranks = o.job.world_ranks()
     check_ranks(o, nranks, a.collective if isinstance(a.collective, list) else a.collective.split(","))
     results.check_writable(o.json, "-J/--json", kind="bench")
     check_fits(o, nranks)

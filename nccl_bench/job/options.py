@@ -61,6 +61,11 @@ class JobOptions:
             return self.nranks
         return gpu_count() if self.backend in ("nccl", "torch") else 2
 
+    def world_ranks(self) -> int:
+        """The job's ranks: a user's launcher's world, else the ranks this driver will launch."""
+        ident = launch.detect()
+        return ident.world_size if ident else self.local_ranks()
+
 
 def store_timeout_default() -> float:
     """Seconds to reach the job store (NCCL_BENCH_STORE_TIMEOUT, default 60)."""

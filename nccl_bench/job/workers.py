@@ -92,8 +92,7 @@ def watch(ranks: list[Rank]) -> list[Failure]:
     """Block until every rank ended well ([]) or one failed (the failures seen then)."""
     while True:
         # each rank's exit code read once a pass: read twice, a rank that ended between the reads (None, then 1)
-        # was neither failed nor running, and the job ended 0 (one rank's bench failing NCCL_TESTS_MIN_BW, 2 of 3
-        # runs on one H200)
+        # was neither failed nor running, and the job ended 0 (docs/validation.md)
         codes = [(r, r.exitcode) for r in ranks]
         failed = [r for r, code in codes if code not in (None, 0)]
         if failed:

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nccl_bench.comm import InitPlan
-from nccl_bench.core import launch, results, sysinfo
+from nccl_bench.core import results, sysinfo
 from nccl_bench import records
 from nccl_bench.core.deadline import Deadline
 from nccl_bench.core.launch import launcher_node
@@ -86,9 +86,7 @@ def options(argv: list[str]) -> LocateOptions:
 
 def main(argv: list[str]) -> int:
     o = options(argv)
-    ident = launch.detect()
-    fits.require("--size", o.job.backend, ["all_reduce", "sendrecv"], o.nbytes,
-                 ident.world_size if ident else o.job.local_ranks())
+    fits.require("--size", o.job.backend, ["all_reduce", "sendrecv"], o.nbytes, o.job.world_ranks())
     if o.profile:
         from nccl_bench.records import profiles
         prof = profiles.load(o.profile)
