@@ -132,16 +132,22 @@ def test_the_watchdog_dumps_of_the_hung_job_name_the_rank_that_never_arrived():
     assert "never entered it: rank 3 (last #17 nccl:scatter)" in stops[0] and "reached #18" in stops[0], stops
 
 
-def test_the_zoo_replays_on_gloo_with_every_value_right(tmp_path):
+@pytest.mark.parametrize("kind", ["mesh", "ring", "pp"])
+def test_the_zoo_replays_on_gloo_with_every_value_right(tmp_path, kind):
     """Reading is checked above; here the replay itself runs every kind the zoo holds (batches, uneven all_to_all,
-    gather and scatter at their roots, the split group) on four gloo ranks, every value checked."""
+    gather and scatter at their roots, the split group) on four gloo ranks, every value checked. Each call's
+    line-up (the profiled passes' start in the job's order) runs before it in the checked pass, on every backend:
+    the ring's held batches line up with both neighbours, pp's with their peer, mesh's calls over their groups; a
+    line-up its peers did not mirror would stop the run at its deadline."""
     out = tmp_path / "r.json"
-    proc = run(["-m", "nccl_bench", "replay", str(ZOO / "mesh" / "kineto"), "--backend", "gloo", "-n", "1", "-w", "0",
-                "--json", str(out)], timeout=180)
+    proc = run(["-m", "nccl_bench", "replay", str(ZOO / kind / "kineto"), "--backend", "gloo", "-n", "1", "-w", "0",
+                "--timeout", "60", "--json", str(out)], timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = records.load(str(out)).rows
     assert rows and all(r["nwrong"] == 0 for r in rows)
-    assert {r["collective"] for r in rows} >= {"gather", "scatter", "broadcast", "reduce", "send/recv"}
+    assert {r["collective"] for r in rows} >= {"mesh": {"gather", "scatter", "broadcast", "reduce", "send/recv"},
+                                               "ring": {"send/recv in a batch"},
+                                               "pp": {"send/recv", "send/recv in a batch"}}[kind]
 
 
 def test_groups_that_crossed_nodes_in_the_job_are_named_and_get_no_ratio(tmp_path):
@@ -170,14 +176,17 @@ def test_groups_that_crossed_nodes_in_the_job_are_named_and_get_no_ratio(tmp_pat
 
 
 def replayed_on_gpu(wl):
-    """The rows and sequence of a replay whose ranks saw their kernels: 12 us per call by events, each call's kernels
-    starting 1 us apart across ranks (rank r at +r) and ending together at +9 us, 3 profiled passes."""
+    """The rows and sequence of a replay whose ranks saw their kernels: 12 us per call by events, each launch's
+    kernels starting 1 us apart across ranks (rank r at +r) and ending together at +9 us, 3 profiled passes; a
+    batch's transfers share their launch's kernel. Spans as they reach rank 0 through the job store: lists."""
     from nccl_bench.replay import rows as replay_rows
+    from nccl_bench.replay.worker import launches
     outs = []
     for r in range(4):
         n = len(wl.ranks[r])
+        spans = [[100.0 * i + r, 100.0 * i + 9.0] for i, unit in enumerate(launches(wl.ranks[r])) for _ in unit]
         outs.append({"rank": r, "times": [[12e-6] * n] * 3, "wrong": [0] * n, "ran": [],
-                     "kernels": [[(100.0 * i + r, 100.0 * i + 9.0)] * 3 for i in range(n)]})
+                     "kernels": [[span] * 3 for span in spans]})
     return replay_rows.fold(wl, outs, 0.10)
 
 
@@ -329,7 +338,7 @@ def test_a_lone_transfer_keeps_the_jobs_order_of_arrival():
     """A lone 4 MiB transfer took 26 us from its sender's start when the receiver waited and 12 us from a late
     receiver's start (4 x H200, tests/gpu/p2p_arrival.py): its time depends on which end came first, so the end
     that started later in the job holds back by the job's lead in the replay's profiled passes, the other by 0.
-    The zoo's pp recording has both orders; a batch's transfers and a dump's (no kernel starts) get no hold."""
+    The zoo's pp recording has both orders; a dump's transfers (no kernel starts) get no hold."""
     from nccl_bench.replay.readytimes import HOLD_FLOOR_US
     from nccl_bench.replay.workload import Workload
     wl = zoo("pp", "kineto")
@@ -345,8 +354,6 @@ def test_a_lone_transfer_keeps_the_jobs_order_of_arrival():
     for (r, a), (p, b) in [((0, lone[0]), (2, lone[2])), ((1, lone[1]), (3, lone[3]))]:
         for send, recv in zip(a, b):  # the k-th send of a pair and its receive: one of them holds, never both
             assert min(send.hold_us, recv.hold_us) == 0.0, (r, p)
-    batched = [op for ops in wl.ranks.values() for op in ops if op.batch is not None]
-    assert batched and all(op.hold_us is None for op in batched)
     again = Workload.from_sequence_doc(wl.sequence_doc(0))  # what a rank of the replay reads
     assert [op.hold_us for op in again.ranks[0]] == [op.hold_us for op in wl.ranks[0]]
     assert all(op.hold_us is None for ops in zoo("pp", "fr_json").ranks.values() for op in ops)
@@ -380,6 +387,50 @@ def test_a_reduce_whose_root_came_last_is_replayed_with_its_root_last():
     for j in (1, 2):  # in the first the root came second
         holds = {r: ops[j].hold_us for r, ops in reduces.items()}
         assert holds[3] > max(h for r, h in holds.items() if r != 3), (j, holds)
+
+
+@pytest.mark.parametrize("kind", ["ring", "pp"])
+def test_a_batch_is_held_as_one_with_the_batches_its_transfers_join(kind):
+    """A ring hop (each rank sends to the next and receives from the previous in one batch) and pp's 1F1B batches:
+    each rank's batch holds back as one launch by its lead in the job, every transfer of it by the same, the first
+    rank by 0, each gap capped. The ring's rank 3 started every hop last in the job, and holds the longest."""
+    from nccl_bench.replay.readytimes import HOLD_FLOOR_US
+    from nccl_bench.replay.worker import launches
+    wl = shapes(kind, "kineto")
+    sets: dict = collections.defaultdict(dict)  # a batch's (ready, its j-th batch of that kind) -> rank -> hold
+    for r, ops in wl.ranks.items():
+        batches = [unit for unit in launches(ops) if unit[0].batch is not None]
+        assert batches
+        for j, unit in enumerate(batches):
+            assert len({op.hold_us for op in unit}) == 1 and unit[0].hold_us is not None, unit
+            sets[(unit[0].ready_us, j)][r] = unit[0].hold_us
+    for (ready, _), holds in sets.items():
+        assert min(holds.values()) == 0.0
+        assert max(holds.values()) <= (len(holds) - 1) * (2 * ready + HOLD_FLOOR_US), holds
+        if kind == "ring":
+            assert len(holds) == 4 and max(holds, key=holds.get) == 3, holds
+
+
+def test_a_ring_hops_rows_in_the_replay_read_the_hops_time_as_the_jobs_do():
+    """The replay's kernels measured as the job's: each receiving kernel from when it and its sender had started,
+    the hop's slowest. With launches starting at +r on rank r and ending at +9, rank 1 (whose sender, rank 0, came
+    first) reads 9 - 1 = 8 and every row of the hop 8, where each pair's own ends read 6-9."""
+    got, seq = replayed_on_gpu(shapes("ring", "kineto"))
+    assert got and all(row.ready_us == pytest.approx(8.0) for row in got), [(r.group_ranks, r.ready_us) for r in got]
+    assert seq["ratio_of"] == "ready" and seq["calls_without_ready"] == 0
+
+
+def test_an_uneven_all_to_alls_share_in_the_replay_reads_the_whole_calls_time():
+    """Each rank's share of an uneven all_to_all is a row of its own; its ready time is the whole call's over its
+    group, on both sides (the job's and the replay's): 9 less rank 3's start, 6, on every share, where each rank's
+    own kernel read 9 - r and waited for its late peers."""
+    wl = zoo("moe", "kineto")
+    got, _ = replayed_on_gpu(wl)
+    uneven = [row for row in got if row.collective == "alltoall" and row.group_ranks == [0, 1, 2, 3]
+              and row.trace_ready_us is not None and any(op.splits for op in wl.ranks[0])]
+    shares = {(op.nbytes, op.dtype) for ops in wl.ranks.values() for op in ops if op.splits is not None}
+    rows = [row for row in uneven if (row.bytes, row.dtype) in shares]
+    assert rows and all(row.ready_us == pytest.approx(6.0) for row in rows), [(r.bytes, r.ready_us) for r in rows]
 
 
 def test_an_uneven_all_to_all_is_not_held():

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from nccl_bench.core import stats
 from nccl_bench.measure import collectives
+from nccl_bench.replay import readytimes
 from nccl_bench.replay.workload import P2P, Op, Workload
 
 
@@ -59,8 +60,7 @@ class ReplayRow:
     trace_ready_p25_us: float | None = None
     trace_ready_p75_us: float | None = None
     trace_overlap_pct: float | None = None  # the share of the call that other kernels ran beside it
-    # the replay's own kernels, measured as the job's ready time is: each call's kernel end less the latest
-    # kernel start over the group's ranks (profiled passes on GPU)
+    # the replay's own kernels (profiled passes on GPU), measured as the job's ready time is (replay_ready)
     ready_us: float | None = None
     ready_p25_us: float | None = None
     ready_p75_us: float | None = None
@@ -99,18 +99,20 @@ def fold(wl: Workload, outs: list[dict], margin: float) -> tuple[list[ReplayRow]
     for r, ops in wl.ranks.items():
         for i, op in enumerate(ops):
             occurrences.setdefault(row_key(op, wl, r), {}).setdefault(r, []).append(i)
-    made = {key: _row(wl, by_rank, key, per_rank, margin) for key, per_rank in occurrences.items()}
+    ready = replay_ready(wl, by_rank)
+    made = {key: _row(wl, by_rank, ready, key, per_rank, margin) for key, per_rank in occurrences.items()}
     rows = sorted(made.values(), key=lambda r: (-(r.time_us or 0) * r.calls))
     return rows, sequence(wl, by_rank, {r: [made[row_key(op, wl, r)] for op in ops] for r, ops in wl.ranks.items()})
 
 
-def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]], margin: float) -> ReplayRow:
+def _row(wl: Workload, by_rank: dict, ready_here: dict, key: tuple, per_rank: dict[int, list[int]],
+         margin: float) -> ReplayRow:
     collective, nbytes, dtype, group, ranks = key
     calls = max(len(ix) for ix in per_rank.values())
     here, trace, ready, overlap, kernels = [], [], [], [], []
     for j in range(calls):
         at = [(r, ix[j]) for r, ix in per_rank.items() if j < len(ix)]
-        kernels += _ready_here(by_rank, at)
+        kernels += ready_here.get(at[0], [])
         for p in range(min(len(by_rank[r]["times"]) for r, _ in at)):
             here.append(sum(by_rank[r]["times"][p][i] for r, i in at) / len(at))
         for into, field in ((trace, "duration_us"), (ready, "ready_us"), (overlap, "overlap")):
@@ -131,17 +133,20 @@ def _row(wl: Workload, by_rank: dict, key: tuple, per_rank: dict[int, list[int]]
     return row
 
 
-def _ready_here(by_rank: dict, at: list[tuple[int, int]]) -> list[float]:
-    """One call's ready time in the replay, per profiled pass: its kernels' last end over its ranks less their latest
-    start (microseconds), as the job's is taken, where every rank saw its kernels."""
-    out = []
-    spans = [by_rank[r].get("kernels") for r, _ in at]
-    if not all(spans):
-        return out
-    for p in range(min(len(s[i]) for s, (_, i) in zip(spans, at))):
-        got = [s[i][p] for s, (_, i) in zip(spans, at)]
-        if all(g is not None for g in got):
-            out.append(max(max(b for _, b in got) - max(a for a, _ in got), 0.0))
+def replay_ready(wl: Workload, by_rank: dict) -> dict[tuple[int, int], list[float]]:
+    """Each call's ready time in the replay, per profiled pass, from its own kernels, measured as the job's is
+    (readytimes.ready_of: a collective's last end less its latest start over its ranks, a transfer's its batch's
+    slowest receiver, an uneven all_to_all's share the whole call's), where every rank saw its kernels."""
+    kernels = {r: by_rank.get(r, {}).get("kernels") for r, ops in wl.ranks.items() if ops}
+    if not kernels or not all(kernels.values()):
+        return {}
+    passes = min(len(per_call) for ks in kernels.values() for per_call in ks)
+    nth = readytimes.call_instances(wl)
+    out: dict[tuple[int, int], list[float]] = {}
+    for p in range(passes):  # spans reach rank 0 through the job store as lists
+        spans = {r: [None if k[p] is None else tuple(k[p]) for k in ks] for r, ks in kernels.items()}
+        for at, ready in readytimes.ready_of(wl, spans, nth).items():
+            out.setdefault(at, []).append(ready)
     return out
 
 

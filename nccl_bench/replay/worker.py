@@ -47,8 +47,9 @@ class Call:
 
     def __init__(self, ops: list[Op], comm, group_size: int):
         self.ops, self.comm, self.launcher = ops, comm, None
-        # a call whose ranks start in the job's order in profiled passes (PassTimer.arrive); a batch's as they come
-        self.hold_us = ops[0].hold_us if len(ops) == 1 else None
+        # a call whose ranks start in the job's order in profiled passes (PassTimer.arrive); a batch held as one
+        # with the batches its transfers join (readytimes.arrival_holds) has one hold on each of its transfers
+        self.hold_us = ops[0].hold_us if len({o.hold_us for o in ops}) == 1 else None
         self.lineup = None
         op, n, r = ops[0], group_size, comm.rank
         if op.collective in P2P:
@@ -95,15 +96,22 @@ class Call:
     def prepare(self, send_buf, recv_buf, stream) -> None:
         """The launch resolved once (pointers, counts, stream), as bench's timed loop resolves it."""
         self.launcher = self.comm.prepare(self.method, *self.views(send_buf, recv_buf), stream=stream, **self.args)
-        if self.hold_us is not None and stream is not None:  # profiled passes (GPU): the call's ranks line up on
-            # one element (a transfer's two ends one each way), and leave it together
-            peer = self.ops[0].peer
-            self.lineup = (self.comm.prepare("exchange", send_buf[:1], recv_buf[:1], stream=stream,
-                                             rounds=((Move("send", peer, 0, 1), Move("recv", peer, 0, 1)),))
+        if self.hold_us is not None:  # profiled passes (GPU): the call's ranks line up on one element, and leave it
+            # together: a transfer's or a batch's ends one element each way with each peer, in one group (every
+            # peer's launch lines up with this rank too: readytimes holds a batch only where that is so)
+            peers = sorted({o.peer for o in self.ops})
+            moves = tuple(m for k, p in enumerate(peers)
+                          for m in (Move("send", p, 0, 1), Move("recv", p, k if k < recv_buf.numel() else 0, 1)))
+            self.lineup = (self.comm.prepare("exchange", send_buf[:1], recv_buf, stream=stream, rounds=(moves,))
                            if self.ops[0].collective in P2P else
                            self.comm.prepare("all_reduce", send_buf[:1], recv_buf[:1], op=SUM, stream=stream))
 
     def check(self, send_buf, recv_buf, deadline: Deadline) -> int:
+        """The call once, every element of its result checked; its line-up first, as the profiled passes run it,
+        so that one its peers do not mirror stops here, at its deadline, on every backend."""
+        if self.lineup is not None:
+            self.lineup()
+            self.comm.wait(deadline, "line-up")
         send, recv = self.views(send_buf, recv_buf)
         recv.zero_()  # inputs are >= 1: a result never written shows up as wrong
         fill(send, self.comm.rank, self.reduction, self.nranks)
