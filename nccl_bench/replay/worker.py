@@ -96,9 +96,10 @@ class Call:
     def prepare(self, send_buf, recv_buf, stream) -> None:
         """The launch resolved once (pointers, counts, stream), as bench's timed loop resolves it."""
         self.launcher = self.comm.prepare(self.method, *self.views(send_buf, recv_buf), stream=stream, **self.args)
-        if self.hold_us is not None:  # profiled passes (GPU): the call's ranks line up on one element, and leave it
-            # together: a transfer's or a batch's ends one element each way with each peer, in one group (every
-            # peer's launch lines up with this rank too: readytimes holds a batch only where that is so)
+        if self.hold_us is not None:  # the profiled passes (and the checked one, to prove it meets): the call's ranks
+            # line up on one element and leave it together; a transfer's or a batch's ends one element each way with
+            # each peer, in one group (each peer's launch lines up with this rank too: readytimes holds a batch only
+            # where that is so)
             peers = sorted({o.peer for o in self.ops})
             moves = tuple(m for k, p in enumerate(peers)
                           for m in (Move("send", p, 0, 1), Move("recv", p, k if k < recv_buf.numel() else 0, 1)))
