@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from nccl_bench.replay.workload import P2P, Workload
 
 At = tuple[int, int]  # (global rank, index of the call in its sequence)
+Batches = dict[int, dict[tuple, list[int]]]  # rank -> (group, batch number) -> the indices of its transfers
 
 
 def call_instances(wl: Workload) -> dict[tuple, list[At]]:
@@ -127,8 +128,13 @@ def arrival_holds(wl: Workload, spans: dict[int, list], nth: dict[tuple, list[At
         if any(op.batch is not None or op.splits is not None for op in ops) or ops[0].ready_us is None:
             continue
         _hold(wl, {r: [i] for r, i in at}, {r: spans[r][i][0] for r, i in at}, ops[0].ready_us)
+    batches: Batches = {}
+    for r, ops in wl.ranks.items():
+        for i, op in enumerate(ops):
+            if op.batch is not None:
+                batches.setdefault(r, {}).setdefault((op.group, op.batch), []).append(i)
     for root, members in joined.sets.items():
-        launch = _batch_set(wl, members)
+        launch = _batch_set(wl, members, batches)
         if launch is not None:
             _hold(wl, launch, {r: spans[r][ix[0]][0] for r, ix in launch.items()}, joined.ready[root])
 
@@ -144,7 +150,7 @@ def _hold(wl: Workload, launch: dict[int, list[int]], start: dict[int, float], r
         last = at
 
 
-def _batch_set(wl: Workload, members: list[At]) -> dict[int, list[int]] | None:
+def _batch_set(wl: Workload, members: list[At], batches: Batches) -> dict[int, list[int]] | None:
     """The batches (batch_isend_irecv) that transfers join into one set, as rank -> the indices of its one batch:
     each rank lines up with every peer of its batch (replay.worker.Call), so the set is held only where those
     line-ups meet: every member a batch's, one batch a rank, each batch whole in the set. Else None."""
@@ -156,6 +162,5 @@ def _batch_set(wl: Workload, members: list[At]) -> dict[int, list[int]] | None:
         batch.setdefault(r, set()).add((op.group, op.batch))
     if any(len(b) != 1 for b in batch.values()):
         return None
-    launch = {r: [i for i, op in enumerate(wl.ranks[r]) if (op.group, op.batch) == next(iter(b))]
-              for r, b in batch.items()}
+    launch = {r: batches[r][next(iter(b))] for r, b in batch.items()}
     return launch if all((r, i) in ops for r, ix in launch.items() for i in ix) else None
