@@ -103,6 +103,10 @@ BAD = {
         {"collective": "all_reduce", "group": "world", "count": 4}))
         .replace('"count": 4', '"count": 4, "time_us": Infinity')
         .encode())], "Infinity is not a number"),
+    "a 200-byte workload that expands to 400 million calls": (lambda d: [_write(d / "w.json", json.dumps(
+        {"format": "nccl-bench-workload/1", "ranks": 4096, "groups": {"world": list(range(4096))},
+         "steps": [{"collective": "all_reduce", "group": "world", "count": 1, "calls": 100_000}]}).encode())],
+        "step 1 brings the workload past 2,000,000 calls"),
 }
 
 

@@ -27,12 +27,16 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
 from nccl_bench.measure.vocabulary import ELEMENT_BYTES, FLOATING, OPS
 from nccl_bench.replay.capped_read import load_json, read_capped
+from nccl_bench.replay.frdump import MAX_ENTRIES_ALL
 from nccl_bench.replay.workload import SEND_RECV, Group, Op, Workload
 
 FORMAT = "nccl-bench-workload/1"
 MAX_RANKS = 4096  # a workload is one job's ranks
 ELEMENTS_MAX = 1 << 40  # elements a step declares, at most
 MAX_CALLS = 100_000  # per step: a workload is a step of a job, not its whole run
+# calls over every rank, what the file expands to, counted before any is made: as many as every Flight Recorder dump
+# of a job together (each costs its check, about 10 us, and 256 B)
+MAX_OPS = MAX_ENTRIES_ALL
 
 
 def is_workload(doc) -> bool:
@@ -60,13 +64,19 @@ def read(path: Path, doc: dict) -> Workload:
         raise UsageError(f"{where}: 'steps' must list the calls, in order")
     wl = Workload(nranks=n, groups=groups, ranks={r: [] for r in range(n)}, source="workload file",
                   files=[str(path)], meta={"name": doc.get("name")})
-    for i, step in enumerate(steps):
+    made, total = [], 0
+    for i, step in enumerate(steps):  # every step checked and what it expands to counted, before any call is made
         for key, make in _ops(where, i, step, groups):
-            for _ in range(step.get("calls", 1)):
-                for r in groups[key].ranks:
-                    mine = make(groups[key].ranks.index(r))
-                    if mine is not None:
-                        wl.ranks[r].append(mine)
+            calls = step.get("calls", 1)
+            total += calls * (2 if step.get("collective") == SEND_RECV else len(groups[key].ranks))
+            if total > MAX_OPS:
+                raise UsageError(f"{where}: step {i + 1} brings the workload past {MAX_OPS:,} calls over all ranks "
+                                 "(a workload is one step of a job)")
+            made.append((key, make, calls))
+    for key, make, calls in made:  # an Op a call: readers drop calls by identity (traces.checked)
+        for gr, r in enumerate(groups[key].ranks):
+            if make(gr) is not None:
+                wl.ranks[r] += [make(gr) for _ in range(calls)]
     return wl
 
 
