@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,10 +30,27 @@ def run(args: list[str], timeout: float = 180, env: dict | None = None, cwd: Pat
     token = uuid.uuid4().hex
     full_env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     full_env.update({TOKEN_VAR: token, "PYTHONUNBUFFERED": "1", **(env or {})})
-    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=timeout, start_new_session=True, **kw)
+    with subprocess.Popen([sys.executable, *args], cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True, **kw) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except BaseException:  # past its time (or the test stopped): the whole run goes, not only its first process
+            kill_all(p, token)
+            raise
     assert_no_survivors(token)
-    return proc
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def kill_all(p: subprocess.Popen, token: str) -> None:
+    """SIGKILL to the run's session and to every process that carries its token (one that left the session), then
+    each reaped: subprocess.run's timeout kills the first process alone, and what it started ran on."""
+    with contextlib.suppress(OSError):
+        os.killpg(p.pid, signal.SIGKILL)
+    for pid in survivors(token):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    p.kill()
+    p.communicate()
 
 
 def survivors(token: str) -> list[int]:

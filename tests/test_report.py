@@ -223,6 +223,34 @@ def test_a_line_cut_by_a_kill_is_named_and_the_rounds_read_counted(tmp_path):
     assert f"skipped: {cut + 1}" in (tmp_path / "rep" / "report.md").read_text()
 
 
+def test_a_soaks_journal_is_read_line_by_line_past_a_result_files_size_each_ok_round_slim(tmp_path, monkeypatch):
+    """A soak's journal of days (a few GB: 1.5 KB a round on 2 ranks, 5 KB on 8) is read line by line, not held
+    whole, and past the 1 GiB a result file holds; a round that went well keeps what the report reads of it (its
+    ranks' records took 2.2 KB of memory a round), a failed one all but its ranks' records, the leak watch's
+    samples stay; a line with no end in sight is a damaged line, never read whole."""
+    from nccl_bench.records import reading, stress_journal
+    lines = (FIX / "stress_gloo.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines if '"type":"round"' in line.replace(" ", "")]
+    failed = dict(rows[0], verdict="hang", diagnosis="rank 1 never arrived", seq=len(rows), round=len(rows))
+    sampled = dict(rows[1], seq=len(rows) + 1, round=len(rows) + 1,
+                   ranks=[dict(rec, sample={"rss_bytes": 1 << 20, "fds": 9}) for rec in rows[1]["ranks"]])
+    journal = tmp_path / "soak.jsonl"
+    journal.write_text("\n".join([lines[0], *lines[1:-1], json.dumps(failed), json.dumps(sampled), "{" + "x" * 5000,
+                                  lines[-1]]) + "\n")
+    monkeypatch.setattr(reading, "MAX_BYTES", 1 << 10)  # a result file holds far less than this journal
+    monkeypatch.setattr(stress_journal, "MAX_LINE", 4096)
+    res = records.load(str(journal))
+    assert res.kind == "stress" and len(res.rows) == len(rows) + 2
+    ok = [r for r in res.rows if r["verdict"] == "ok"]
+    assert ok and all(set(r) <= {*stress_journal.OK_FIELDS, "stale", "samples"} for r in ok), ok[0]
+    assert res.rows[-2]["diagnosis"] == "rank 1 never arrived" and "ranks" not in res.rows[-2]
+    assert res.rows[-1]["samples"] == {rec["rank"]: {"rss_bytes": 1 << 20, "fds": 9} for rec in rows[1]["ranks"]}
+    assert res.damaged == [len(lines) + 2]  # the endless line, numbered in the file
+    monkeypatch.setattr(stress_journal, "MAX_BYTES", 1 << 10)
+    with pytest.raises(UsageError, match="more than a stress journal holds"):
+        records.load(str(journal))
+
+
 def test_a_difference_within_a_points_own_spread_is_noise_not_a_regression(tmp_path):
     def with_spread(pct):
         def edit(doc):

@@ -29,20 +29,25 @@ def load(given: str, need_rows: bool = False) -> Result:
         raise UsageError(f"{given}: a folder, where a result file was expected")
     if not path.is_file():
         raise UsageError(f"{given}: no such file" if not path.exists() else f"{given}: not a file")
+    constants: list[str] = []
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise UsageError(f"{given}: {path.stat().st_size} bytes, more than a result file holds "
-                             f"({MAX_BYTES >> 20} MiB)")
+        size = path.stat().st_size
+        first = _first_line(path)
+        head = _json(given, first, constants) if '"header"' in first else None
+        if isinstance(head, dict) and head.get("type") == "header":  # a stress journal: read line by line
+            if size > journal.MAX_BYTES:
+                raise UsageError(f"{given}: {size} bytes, more than a stress journal holds "
+                                 f"({journal.MAX_BYTES >> 30} GiB)")
+            return journal.read(path, given, head)  # a journal with no round is always refused
+        if size > MAX_BYTES:
+            raise UsageError(f"{given}: {size} bytes, more than a result file holds ({MAX_BYTES >> 20} MiB)")
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors save JSON, is no part of it
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{given}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     if not text.strip():
         raise UsageError(f"{given}: empty file, not a result")
-    constants: list[str] = []
     first, _, rest = text.lstrip().partition("\n")
     head = _json(given, first, constants)
-    if isinstance(head, dict) and head.get("type") == "header":
-        return journal.read(path, given, head, text)  # a journal with no round is always refused
     doc = head if not rest.strip() else _json(given, text, constants)  # a one-line file is parsed once
     if doc is None:
         raise UsageError(f"{given}: not a result of nccl-bench (not JSON, nor a stress journal)")
@@ -77,6 +82,19 @@ def from_doc(doc, given: str, path: Path | None = None, need_rows: bool = False)
     check_rows(given, kind, doc["rows"], need_rows=need_rows)
     top = {k: v for k, v in doc.items() if k not in ("kind", "schema", "meta", "rows")}
     return Result(path, given, kind, meta, doc["rows"], top=top)
+
+
+FIRST_LINE_MAX = 1 << 20  # a journal's header line is a few kilobytes
+
+
+def _first_line(path: Path) -> str:
+    """The file's first line that holds anything, at most FIRST_LINE_MAX characters of it: enough to tell a stress
+    journal's header (its file is read line by line) from a whole JSON document."""
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        while line := f.readline(FIRST_LINE_MAX):
+            if line.strip():
+                return line
+    return ""
 
 
 def load_all(names: list[str], need_rows: bool = True, progress=None) -> list[Result]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.records.kinds import JOURNAL_SCHEMA, check_rows
+from nccl_bench.records.kinds import JOURNAL_SCHEMA, MAX_ROWS, check_rows
 from nccl_bench.records.result import Result
 from nccl_bench.records.writing import document
 
@@ -34,38 +34,72 @@ def summary_document(rows: list[dict], meta: dict, rounds: int, failures: int, r
     return document("stress-summary", rows, meta, rounds=rounds, failures=failures, restarts=restarts, leaks=leaks)
 
 
+# What the report reads of a round that went well: a soak's journal holds millions of them, each with every rank's
+# record (1.5 KB on 2 ranks, 5 KB on 8): kept whole they took 2.2 KB of memory each, as these about 0.5 KB
+OK_FIELDS = ("type", "seq", "mode", "round", "verdict", "init_ms", "seconds")
+MAX_BYTES = 64 << 30  # a journal: days of rounds; what it holds is bounded by its rounds (records.kinds.MAX_ROWS)
+MAX_LINE = 64 << 20  # one round's line: every rank's record (about 0.6 KB each); a longer one is no round's
+
+
 def slim(row: dict) -> dict:
-    """A journal round as the report needs it: every rank's record dropped (a soak's journal holds
-    millions of them), the resource samples kept as {rank: sample}."""
-    out = {k: v for k, v in row.items() if k != "ranks"}
+    """A journal round as the report needs it: every rank's record dropped, the resource samples kept as
+    {rank: sample}; a round that went well only what the report reads of it (OK_FIELDS, a stale ID if any)."""
+    if row.get("verdict") == "ok":
+        out = {k: row[k] for k in OK_FIELDS if k in row} | ({"stale": row["stale"]} if row.get("stale") else {})
+    else:
+        out = {k: v for k, v in row.items() if k != "ranks"}
     samples = {rec["rank"]: rec["sample"] for rec in row.get("ranks") or [] if rec and rec.get("sample")}
     if samples:
         out["samples"] = samples
     return out
 
 
-def read(path: Path, given: str, head: dict, text: str) -> Result:
+def read(path: Path, given: str, head: dict) -> Result:
+    """The journal line by line from its file (not held whole), each round slimmed as it is read; at most
+    records.kinds.MAX_ROWS rounds, said before they are all read."""
     schema = head.get("schema")
     if not isinstance(schema, str) or not schema.startswith("nccl_bench.stress.journal/"):
         raise UsageError(f"{given}: not a result of nccl-bench (a header line, but not a stress journal's)")
     if schema != JOURNAL_SCHEMA:
         raise UsageError(f"{given}: stress journal schema '{schema}'; nccl-bench reads '{JOURNAL_SCHEMA}'")
     rows, notes, damaged = [], [], []
-    for n, line in enumerate(text.splitlines()[1:], start=2):
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):  # cut short by a kill, or not a line this journal wrote
-            obj = None
-        if not isinstance(obj, dict):
-            damaged.append(n)  # cut by a kill: the journal's own rule is to skip it, and we say so
-            continue
-        if obj.get("type") == "round":
-            rows.append(slim(obj))
-        else:
-            notes.append(obj)
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            header = True
+            for n, line in _lines(f):
+                if line.isspace() or header:  # the header (the first line that holds anything), read by the caller
+                    header = header and line.isspace()
+                    continue
+                try:
+                    obj = json.loads(line) if line else None
+                except (ValueError, RecursionError):  # cut short by a kill, or not a line this journal wrote
+                    obj = None
+                if not isinstance(obj, dict):
+                    damaged.append(n)  # cut by a kill: the journal's own rule is to skip it, and we say so
+                elif obj.get("type") == "round":
+                    if len(rows) == MAX_ROWS:
+                        raise UsageError(f"{given}: more than {MAX_ROWS:,} rounds, more than a result holds")
+                    rows.append(slim(obj))
+                else:
+                    notes.append(obj)
+    except OSError as e:
+        raise UsageError(f"{given}: cannot read: {e.strerror or e}") from None
     if not rows:
         raise UsageError(f"{given}: a stress journal with no complete round (nothing to report)")
     check_rows(given, "stress", rows)
     meta = dict(header_meta(head))
     meta["options"] = head.get("options") or {}
     return Result(path, given, "stress", meta, rows, notes, damaged)
+
+
+def _lines(f):
+    """(line number, line) from the header's on, each read to at most MAX_LINE characters: a longer one is given as
+    "" (no round's; its rest skipped), so that a file with no line breaks is never held whole."""
+    n = 0
+    while line := f.readline(MAX_LINE):
+        n += 1
+        if len(line) == MAX_LINE and not line.endswith("\n"):
+            while (rest := f.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+            line = ""
+        yield n, line
