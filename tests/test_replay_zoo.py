@@ -438,3 +438,14 @@ def test_an_uneven_all_to_all_is_not_held():
     wl = zoo("moe", "kineto")
     uneven = [op for ops in wl.ranks.values() for op in ops if op.splits is not None]
     assert uneven and all(op.hold_us is None for op in uneven)
+
+
+def test_traces_past_the_calls_a_replay_reads_together_are_one_line(monkeypatch):
+    """As the dumps' entries: every trace's calls together are bounded (a step's traces, not a whole run's), said
+    at the file that passes the bound, before the rest are read."""
+    from nccl_bench.core.errors import UsageError
+    from nccl_bench.replay import kineto
+    calls = len(zoo("tp", "kineto").ranks[0])
+    monkeypatch.setattr(kineto, "MAX_ENTRIES_ALL", calls + 1)  # more than one rank's trace, less than two
+    with pytest.raises(UsageError, match=f"more than {calls + 1} calls together"):
+        zoo("tp", "kineto")

@@ -24,7 +24,7 @@ from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
 from nccl_bench.replay.capped_read import load_json, read_capped
 from nccl_bench.replay.workload import P2P, Group, Op, Workload
-from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, NAMES
+from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, MAX_ENTRIES_ALL, NAMES
 from nccl_bench.replay.frgroups import MAX_RANKS, ranks_list
 from nccl_bench.replay.groupnames import Listed, joined
 from nccl_bench.replay.readytimes import ready_times
@@ -58,7 +58,7 @@ def read(paths: list[Path]) -> Workload:
     spans: dict[int, list] = {}  # rank -> each call's kernel (start, end), in its sequence's order
     first_file: dict[int, Path] = {}
     listed: Listed = {}  # rank -> the groups its trace lists, in the order it made them
-    gpus = 0
+    gpus = calls = 0
     for p in paths:
         doc = load_trace(p)
         info = doc.get("distributedInfo") or {}
@@ -83,6 +83,10 @@ def read(paths: list[Path]) -> Workload:
             wl.ranks[r], spans[r] = _rank_calls(wl, groups, said, p, r, doc)
         except (TypeError, ValueError, KeyError, AttributeError) as e:  # an event's fields not what a trace has
             raise UsageError(f"{p}: an event of the trace does not read ({type(e).__name__}: {str(e)[:80]})") from None
+        calls += len(wl.ranks[r])
+        if calls > MAX_ENTRIES_ALL:  # as the dumps' entries together
+            raise UsageError(f"{p}: the traces hold more than {MAX_ENTRIES_ALL} calls together: replay a step's "
+                             "traces, not a whole run's")
         gpus = max(gpus, len(doc.get("deviceProperties") or []))
         del doc
     wl.files.sort()
