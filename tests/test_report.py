@@ -246,6 +246,9 @@ def test_a_soaks_journal_is_read_line_by_line_past_a_result_files_size_each_ok_r
     assert res.rows[-2]["diagnosis"] == "rank 1 never arrived" and "ranks" not in res.rows[-2]
     assert res.rows[-1]["samples"] == {rec["rank"]: {"rss_bytes": 1 << 20, "fds": 9} for rec in rows[1]["ranks"]}
     assert res.damaged == [len(lines) + 2]  # the endless line, numbered in the file
+    monkeypatch.setattr(stress_journal, "MAX_DAMAGED", 0)  # a file of lines that do not read: refused, not listed
+    with pytest.raises(UsageError, match=f"more than 0 lines that do not read \\(from line {len(lines) + 2}\\)"):
+        records.load(str(journal))
     monkeypatch.setattr(stress_journal, "MAX_BYTES", 1 << 10)
     with pytest.raises(UsageError, match="more than a stress journal holds"):
         records.load(str(journal))

@@ -39,6 +39,7 @@ def summary_document(rows: list[dict], meta: dict, rounds: int, failures: int, r
 OK_FIELDS = ("type", "seq", "mode", "round", "verdict", "init_ms", "seconds")
 MAX_BYTES = 64 << 30  # a journal: days of rounds; what it holds is bounded by its rounds (records.kinds.MAX_ROWS)
 MAX_LINE = 64 << 20  # one round's line: every rank's record (about 0.6 KB each); a longer one is no round's
+MAX_DAMAGED = 1000  # lines that do not read: a kill cuts one a stop; past this many the file is no journal's rounds
 
 
 def slim(row: dict) -> dict:
@@ -76,6 +77,9 @@ def read(path: Path, given: str, head: dict) -> Result:
                     obj = None
                 if not isinstance(obj, dict):
                     damaged.append(n)  # cut by a kill: the journal's own rule is to skip it, and we say so
+                    if len(damaged) > MAX_DAMAGED:
+                        raise UsageError(f"{given}: more than {MAX_DAMAGED:,} lines that do not read (from line "
+                                         f"{damaged[0]}): not a stress journal's rounds")
                 elif obj.get("type") == "round":
                     if len(rows) == MAX_ROWS:
                         raise UsageError(f"{given}: more than {MAX_ROWS:,} rounds, more than a result holds")
