@@ -66,10 +66,12 @@ def read(path: Path, given: str, head: dict) -> Result:
     rows, notes, damaged = [], [], []
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as f:
-            header = True
-            for n, line in _lines(f):
-                if line.isspace() or header:  # the header (the first line that holds anything), read by the caller
-                    header = header and line.isspace()
+            lines = _lines(f)
+            for _, line in lines:  # up to the header (the first line that holds anything), read by the caller
+                if not line.isspace():
+                    break
+            for n, line in lines:
+                if line.isspace():
                     continue
                 try:
                     obj = json.loads(line) if line else None
