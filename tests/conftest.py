@@ -21,10 +21,10 @@ for name in [k for k in os.environ if (k in CALLERS or k.startswith(CALLER_PREFI
 # together run one after another on one worker: the multinode and fleet tests did, and ended the suite alone.
 # Each long test goes to the lane with the least expected time so far (longest first), the other tests fill the
 # lanes to the sizes worksteal cuts, and every lane starts with its long tests. Wall seconds under CI's load, from
-# --durations (2026-11-28).
+# --durations (2026-11-28; fleet run's and accept --locate's after accept --steps, 2026-11-29).
 EXPECTED_S = {
-    "test_fleet_run.py::test_ctrl_c_resume": 125, "test_multinode.py::test_accept_on_each_node": 51,
-    "test_multinode.py::test_a_node_cut_off": 35, "test_locate.py::test_accept_locate_runs": 34,
+    "test_fleet_run.py::test_ctrl_c_resume": 85, "test_multinode.py::test_accept_on_each_node": 51,
+    "test_multinode.py::test_a_node_cut_off": 35, "test_locate.py::test_accept_locate_runs": 22,
     "test_multinode.py::test_locate_across_nodes": 29, "test_fleet_run.py::test_a_drained_node": 27,
     "test_locate.py::test_a_slow_sender": 25, "test_multinode.py::test_stress_across_nodes": 23,
     "test_history.py::test_a_real_chain": 20, "test_locate.py::test_a_corrupting_rank": 19,

@@ -56,6 +56,29 @@ def test_accept_bad_rounds_is_exit_2():
                                                     "--stress-rounds", "0"]))
 
 
+def test_steps_runs_only_those_and_the_others_checks_are_skips_said_in_the_verdict(tmp_path):
+    # what an operator runs for a quick health gate (and fleet run's tests, with `-- --steps doctor`): one job
+    out = tmp_path / "a.json"
+    proc = run(["-m", "nccl_bench", "accept", "--backend", "gloo", "--steps", "doctor,init", "--init-rounds", "2",
+                "--json", str(out)], timeout=120)
+    said = proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, said
+    assert "accept: not run (--steps): bench, stress" in proc.stdout, said
+    assert proc.stdout.rstrip().endswith("accept PASS against profile gloo-cpu (built-in); not run (--steps): "
+                                         "bench, stress"), said
+    doc = records.load(str(out))
+    status = {r["check"]: r["status"] for r in doc.rows}
+    assert status["doctor"] == "pass" and status["init median"] == "pass", status
+    assert {status[c] for c in ("busbw all_reduce 1 MiB", "latency all_reduce 8 B", "stress failures")} == {"skip"}
+    assert {s["step"]: s["status"] for s in doc.meta["steps"]} == {"doctor": "ran", "init": "ran",
+                                                                  "bench": "not run", "stress": "not run"}
+    doctor_only = out.with_name("d.json")  # no metric at all, as none was asked for: the fleet does not flag it
+    doctor_only.write_text(json.dumps({**json.loads(out.read_text()), "meta": {
+        **doc.meta, "measurements": {k: v for k, v in doc.meta["measurements"].items() if k != "init_ms_p50"}}}))
+    fleet = run(["-m", "nccl_bench", "fleet", str(doctor_only), "--out", str(tmp_path / "f")], timeout=60)
+    assert fleet.returncode == 0 and "no node(s) flagged of 1" in fleet.stdout, fleet.stdout + fleet.stderr
+
+
 def test_one_rank_skips_the_busbw_floors_it_cannot_meet():
     """One rank has no peer: busbw is 0 by nccl-tests' formula, so a profile's floors are skips with that reason (the
     run said "pair checks skipped" and then failed them)."""

@@ -21,7 +21,11 @@ WHY_NOT = netns.why_not() or slurm.why_not()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no Slurm nodes on this machine: {WHY_NOT}")
 PY = sys.executable
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-ACCEPT = ["--", "--profile", "gloo-cpu", "--init-rounds", "2", "--stress-rounds", "2", "--nranks", "2"]
+# Each node's accept: its doctor step alone (--steps), one job where the whole accept is four: what fleet run
+# does with a node's accept is the same whatever steps it ran (test_multinode.py runs accept whole on two nodes)
+ACCEPT = ["--", "--profile", "gloo-cpu", "--steps", "doctor", "--nranks", "2"]
+# whole, where a node's accept must still be running when the test acts (a slurmd killed meanwhile)
+ACCEPT_WHOLE = ["--", "--profile", "gloo-cpu", "--init-rounds", "2", "--stress-rounds", "2", "--nranks", "2"]
 # The nodes share this machine's 2 cores: their accept numbers are no fleet to compare (--k), and gloo's fastest
 # 64 KiB pass between two of them varies up to 3 x from pair to pair (seen), where a planted fault takes 500 x
 # (--link-margin 0.9: slow is below a tenth of a healthy pair). One step at a time: pairs of one round would share
@@ -94,7 +98,7 @@ def test_a_drained_node_and_a_dead_slurmd_are_named_and_do_not_hold_the_run(tmp_
         assert s.run(["scontrol", "update", "nodename=nbs2", "state=drain", "reason=fan failure"]).returncode == 0
         t0 = time.monotonic()
         p = s.nodes.start(0, [PY, "-m", "nccl_bench", "fleet", "run", *FAST, "--accept-timeout", "40",
-                              "--pair-timeout", "30", "--out", str(tmp_path / "run"), *ACCEPT],
+                              "--pair-timeout", "30", "--out", str(tmp_path / "run"), *ACCEPT_WHOLE],
                           env={**s.env, **ENV, "PYTHONPATH": REPO}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
         log = tmp_path / "run" / "logs" / "accept-nbs0.log"

@@ -90,8 +90,9 @@ def test_accept_locate_runs_locate_when_accept_fails(tmp_path):
         floor["min"] = 1e6  # no machine meets it: accept fails, and locate follows the world's all_reduce
     path = tmp_path / "impossible.json"
     path.write_text(json.dumps({**profile, "name": "impossible"}))
-    proc = run(["-m", "nccl_bench", "accept", "--backend", "gloo", "--profile", str(path), "--init-rounds", "2",
-                "--stress-rounds", "2", "--locate"], timeout=300)
+    # the bench step alone (--steps): the floors it fails are what sends accept to locate
+    proc = run(["-m", "nccl_bench", "accept", "--backend", "gloo", "--profile", str(path), "--steps", "bench",
+                "--locate"], timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "accept FAIL against profile impossible" in proc.stdout and "accept: locate ..." in proc.stdout
     assert "SUSPECT ranks 0, 1: bisection (world all_reduce" in proc.stdout and "< profile floor 1e+06" in proc.stdout

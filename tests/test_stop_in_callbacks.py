@@ -12,6 +12,9 @@ from helpers import REPO
 JOB = """
 import signal, sys, weakref
 import nccl_bench
+# the stop raised below is the one a handled SIGINT raises: a SIGINT ignored by whoever started the tests (a shell's
+# `pytest &` starts it so, and children inherit it) would leave the stop sent again ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 if sys.argv[1] == "kept":
     nccl_bench.keep_stops_from_callbacks()
 signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(nccl_bench.Terminated(s)))

@@ -14,7 +14,8 @@ from nccl_bench import records
 from nccl_bench.accept import derive, network, selection, topology, verdicts
 from nccl_bench.accept import golden as golden_mod
 from nccl_bench.accept.options import AcceptOptions
-from nccl_bench.accept.steps import check_profile_fits, check_workload, run_steps, step_locate, step_verdicts
+from nccl_bench.accept.steps import (check_profile_fits, check_workload, not_run, run_steps, step_locate,
+                                    step_verdicts)
 from nccl_bench.comm import gpu_count
 from nccl_bench.core import junit, launch, sysinfo
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
@@ -46,6 +47,9 @@ def parser() -> Parser:
     p.add_argument("--record-baseline", metavar="FILE", default=None,
                    help="this node is known good: write what it measured (with each point's spread over 3 "
                         "cycles) as a profile FILE, to judge other nodes with --profile FILE")
+    p.add_argument("--steps", metavar="LIST", default=None, type=step_list,
+                   help="only these steps, comma-separated, of: doctor, bench, copies (GPUs), init, stress, replay "
+                        "(with --workload); the others' checks are SKIP (default: every step that applies)")
     p.add_argument("--check-args", action="store_true",
                    help="check these options and the files they name, run nothing, exit 0 (fleet run asks this "
                         "before it starts any node's accept)")
@@ -102,7 +106,8 @@ def main(argv: list[str]) -> int:
         suites = ([junit.suite_from_checks("doctor", doctor_rows)] if doctor_rows else []) + [
             junit.suite_from_verdicts(f"accept.{profile.name}", judged)]
         print(f"wrote {junit.write(o.junit, *suites)}")
-    print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name} ({profile.origin})")
+    skipped = f"; not run (--steps): {', '.join(not_run(steps))}" if not_run(steps) else ""
+    print(f"accept {'PASS' if ok else 'FAIL'} against profile {profile.name} ({profile.origin}){skipped}")
     if o.record_baseline:
         write_baseline(o, m, names, facts)
     if not ok and o.locate:
@@ -117,7 +122,13 @@ def options_of(a) -> AcceptOptions:
                          json=a.json, junit=a.junit, init_rounds=a.init_rounds, stress_rounds=a.stress_rounds,
                          step_timeout=a.step_timeout, locate=a.locate, margin=a.margin,
                          record_baseline=a.record_baseline, workload=a.workload,
-                         workload_max_slowdown=a.workload_max_slowdown, network=a.network)
+                         workload_max_slowdown=a.workload_max_slowdown, network=a.network, steps=a.steps,
+                         on_the_node=not a.check_args)
+
+
+def step_list(text: str) -> tuple[str, ...]:
+    """--steps doctor,bench: the names, checked by AcceptOptions."""
+    return tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
 
 
 def per_node_of(a) -> None:

@@ -113,11 +113,15 @@ def check_workload(o: AcceptOptions) -> None:
 def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[dict]]:
     m, steps = {"counters_before": gpucounters.read_counters()}, []
     todo = [("doctor", lambda: step_doctor(o)), ("bench", lambda: step_bench(o, profile))]
-    if o.backend != "gloo" and (profile.copy_min_GBps or o.record_baseline):
+    if o.backend != "gloo" and (profile.copy_min_GBps or o.record_baseline or "copies" in (o.steps or ())):
         todo.append(("copies", lambda: step_copies(o)))
     todo += [("init", lambda: step_init(o)), ("stress", lambda: step_stress(o))]
     if o.workload:
         todo.append(("replay", lambda: step_replay(o)))
+    steps += [{"step": name, "status": "not run"} for name, _ in todo if not o.runs(name)]
+    todo = [(name, fn) for name, fn in todo if o.runs(name)]
+    if steps:  # their checks are SKIP, "not measured in this run"
+        print(f"accept: not run (--steps): {', '.join(s['step'] for s in steps)}", flush=True)
     with Heartbeat("accept") as said:  # a step's job may run for minutes: a line every 10 s says which
         for name, fn in todo:
             print(f"accept: {name} ...", flush=True)
@@ -130,6 +134,11 @@ def run_steps(o: AcceptOptions, profile: profiles.Profile) -> tuple[dict, list[d
                 print(f"accept: {name} failed: {e.reason}", flush=True)
     m["counters_after"] = gpucounters.read_counters()
     return m, steps
+
+
+def not_run(steps: list[dict]) -> list[str]:
+    """The steps --steps left out."""
+    return [s["step"] for s in steps if s["status"] == "not run"]
 
 
 def step_verdicts(steps: list[dict]) -> list[verdicts.Verdict]:

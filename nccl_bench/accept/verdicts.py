@@ -140,6 +140,8 @@ def judge(profile: Profile, m: dict) -> list[Verdict]:
         failed = sorted({c["name"] for c in m["doctor"] if c["status"] == "fail"})
         out.append(Verdict("doctor", "fail" if failed else "pass", len(failed), "0 failed checks",
                            ", ".join(failed)))
+    else:
+        out.append(Verdict("doctor", "skip", None, "0 failed checks", "not measured in this run"))
     return out
 
 

@@ -58,9 +58,16 @@ def of(res: Result) -> Metrics:
         out.evidence.append(f"no finite value for {', '.join(sorted(unjudged)[:4])}"
                             f"{' ...' if len(unjudged) > 4 else ''} ({Path(res.given).name}): not judged, so flagged")
     out.values = {k: v for k, v in out.values.items() if v is not None and _finite(v)}
-    if not out.values and not out.evidence:
+    if not out.values and not out.evidence and not _asked_for_none(res):
         out.evidence.append(f"no metric at all in {Path(res.given).name}: nothing to judge the node by")
     return out
+
+
+def _asked_for_none(res: Result) -> bool:
+    """An accept whose --steps left out every step that measures (`accept --steps doctor`): it has no metric
+    because none was asked for, and its own verdict judges it."""
+    steps = res.meta.get("steps") if res.kind == "accept" else None
+    return isinstance(steps, list) and any(isinstance(s, dict) and s.get("status") == "not run" for s in steps)
 
 
 def _finite(v) -> bool:

@@ -5,13 +5,16 @@
 #   2. accept with no flag: a verdict from the built-in profile that fits, else a derived one; exit 0 wanted;
 #   3. accept --record-baseline, then accept --profile <that baseline> (a golden node judging itself);
 #   4. locate: pairs with 2+ GPUs, the per-GPU check (copies, counters) with one;
-#   5. fleet over the accept files (one node: judged against its profile only).
+#   5. fleet over the accept files (one node: judged against its profile only);
+#   6. accept --steps doctor,copies and --steps bench: only those steps' jobs, the others' checks SKIP.
 # Logs and JSON under $OUT (one archive: only 8 files come back); the table last. Copy the JSON to
 # results/<machine>/accept/.
 set -u
 source tests/gpu/env.sh
 W=/tmp/accept; rm -rf "$W"; mkdir -p "$W"
-step() { local name=$1; shift; echo "== $name: $*"; timeout -s KILL 400 "$@" > "$W/$name.log" 2>&1; echo $? > "$W/$name.rc"
+step() { local name=$1 t0; shift; echo "== $name: $*"; t0=$(date +%s%N)
+         timeout -s KILL 400 "$@" > "$W/$name.log" 2>&1; echo $? > "$W/$name.rc"
+         echo $(( ($(date +%s%N) - t0) / 1000000 )) > "$W/$name.ms"  # the whole call, as the user waits for it
          grep -E "^accept|^PASS|^FAIL|^locate|^GPU|^SUSPECT|^BAD|^fleet" "$W/$name.log" | head -40; echo "exit $(cat $W/$name.rc)"; }
 python3 - "$W" <<'PY'
 import json, sys
@@ -36,6 +39,8 @@ step record python3 -m nccl_bench accept --record-baseline "$W/golden.json" --js
 step golden python3 -m nccl_bench accept --profile "$W/golden.json" --json "$W/accept_golden.json"
 step locate python3 -m nccl_bench locate --json "$W/locate.json"
 step fleet python3 -m nccl_bench fleet "$W/accept.json" "$W/accept_golden.json" "$W/locate.json" --out "$W/fleet"
+step steps_health python3 -m nccl_bench accept --steps doctor,copies --json "$W/accept_steps_health.json"
+step steps_bench python3 -m nccl_bench accept --steps bench --json "$W/accept_steps_bench.json"
 echo "GPU processes left: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c .)"
 tar czf "$OUT/accept.tgz" -C /tmp accept
 python3 - "$W" <<'PY'
@@ -43,13 +48,16 @@ import json, sys
 from pathlib import Path
 from nccl_bench import records
 w = Path(sys.argv[1])
-print(f"\n{'step':8} {'exit':>4}  verdict")
+print(f"\n{'step':12} {'exit':>4} {'s':>6}  verdict")
 for name, f in (("accept", "accept.json"), ("record", "accept_record.json"), ("golden", "accept_golden.json"),
-                ("locate", "locate.json")):
+                ("locate", "locate.json"), ("steps_health", "accept_steps_health.json"),
+                ("steps_bench", "accept_steps_bench.json")):
     rc = (w / f"{name}.rc").read_text().strip() if (w / f"{name}.rc").exists() else "?"
+    took = f"{int((w / f'{name}.ms').read_text()) / 1e3:.1f}" if (w / f"{name}.ms").exists() else "?"
     p = w / f
     if not p.exists():
-        print(f"{name:8} {rc:>4}  no JSON"); continue
+        print(f"{name:12} {rc:>4} {took:>6}  no JSON"); continue
     m = records.load(str(p)).meta
-    print(f"{name:8} {rc:>4}  {m.get('verdict')} {m.get('profile', '')} {m.get('profile_origin', '')}")
+    ran = ",".join(s["step"] for s in m.get("steps", []) if s["status"] == "ran")
+    print(f"{name:12} {rc:>4} {took:>6}  {m.get('verdict')} {m.get('profile', '')} {m.get('profile_origin', '')}  ran: {ran}")
 PY
