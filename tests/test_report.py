@@ -254,6 +254,28 @@ def test_a_soaks_journal_is_read_line_by_line_past_a_result_files_size_each_ok_r
         records.load(str(journal))
 
 
+def test_a_long_journal_says_how_many_rounds_it_has_read(tmp_path, monkeypatch, capsys):
+    """A day's soak is a million rounds, 45 s to read: the report says how far it is every 5 s meanwhile."""
+    from nccl_bench.records import reading, stress_journal
+    from nccl_bench.report import command
+    lines = (FIX / "stress_gloo.jsonl").read_text().splitlines()
+    rounds = [line for line in lines if '"type":"round"' in line.replace(" ", "")]
+    journal = tmp_path / "soak.jsonl"
+    journal.write_text("\n".join([lines[0], *rounds * 5]) + "\n")
+    monkeypatch.setattr(stress_journal, "ROUNDS_BETWEEN_CALLS", len(rounds))  # called 5 times
+    monkeypatch.setattr(command, "SAY_EVERY_S", 0.0)
+    got = []
+    res = reading.load_all([str(journal)], rounds=lambda given, n: got.append((given, n)))[0]
+    assert got == [(str(journal), len(rounds) * k) for k in range(1, 6)] and len(res.rows) == 5 * len(rounds)
+    clock = iter([0.0, 2.0, 6.0, 7.0])  # each call of monotonic()
+    monkeypatch.setattr(command.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(command, "SAY_EVERY_S", 5.0)
+    said = command.Reading()  # at 0 s
+    for n in (10_000, 20_000, 30_000):  # at 2, 6 and 7 s
+        said.rounds("soak.jsonl", n)
+    assert capsys.readouterr().out.splitlines() == ["report: soak.jsonl: read 20,000 rounds (6 s)"]
+
+
 def test_a_difference_within_a_points_own_spread_is_noise_not_a_regression(tmp_path):
     def with_spread(pct):
         def edit(doc):

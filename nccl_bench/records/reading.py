@@ -21,9 +21,10 @@ from nccl_bench.records.result import Result
 MAX_BYTES = 1 << 30  # a result file: a soak's journal of millions of rounds is a few hundred MiB
 
 
-def load(given: str, need_rows: bool = False) -> Result:
+def load(given: str, need_rows: bool = False, on_rounds=None) -> Result:
     """One file, whatever result kind it holds; `need_rows`: a file with no rows (where its kind has some)
-    is bad input, as for a report. Bounded before it is parsed: its bytes, then (records.kinds) its rows."""
+    is bad input, as for a report. Bounded before it is parsed: its bytes, then (records.kinds) its rows.
+    `on_rounds(n)`: how far a stress journal's reading is (records.stress_journal.read)."""
     path = Path(given)
     if path.is_dir():
         raise UsageError(f"{given}: a folder, where a result file was expected")
@@ -38,7 +39,7 @@ def load(given: str, need_rows: bool = False) -> Result:
             if size > journal.MAX_BYTES:
                 raise UsageError(f"{given}: {size} bytes, more than a stress journal holds "
                                  f"({journal.MAX_BYTES >> 30} GiB)")
-            return journal.read(path, given, head)  # a journal with no round is always refused
+            return journal.read(path, given, head, on_rounds)  # a journal with no round is always refused
         if size > MAX_BYTES:
             raise UsageError(f"{given}: {size} bytes, more than a result file holds ({MAX_BYTES >> 20} MiB)")
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors save JSON, is no part of it
@@ -97,13 +98,14 @@ def _first_line(path: Path) -> str:
     return ""
 
 
-def load_all(names: list[str], need_rows: bool = True, progress=None) -> list[Result]:
+def load_all(names: list[str], need_rows: bool = True, progress=None, rounds=None) -> list[Result]:
     """Each FILE; an asv results folder as its files (records.asv.folder); any other folder as the result
-    files in it (*.json, *.jsonl). `progress(done, total)`, if given, is called after each file."""
+    files in it (*.json, *.jsonl). `progress(done, total)`, if given, is called after each file; `rounds(given,
+    n)` while a stress journal is read."""
     files = [f for n in names for f in (folder(n) if Path(n).is_dir() else [n])]
     loaded = []
     for f in files:
-        loaded.append(load(f, need_rows))
+        loaded.append(load(f, need_rows, (lambda n, f=f: rounds(f, n)) if rounds else None))
         if progress:
             progress(len(loaded), len(files))
     return loaded

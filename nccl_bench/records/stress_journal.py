@@ -55,9 +55,13 @@ def slim(row: dict) -> dict:
     return out
 
 
-def read(path: Path, given: str, head: dict) -> Result:
+ROUNDS_BETWEEN_CALLS = 10_000  # `on_rounds` is called this often while a journal is read (about 0.5 s of it)
+
+
+def read(path: Path, given: str, head: dict, on_rounds=None) -> Result:
     """The journal line by line from its file (not held whole), each round slimmed as it is read; at most
-    records.kinds.MAX_ROWS rounds, said before they are all read."""
+    records.kinds.MAX_ROWS rounds, said before they are all read. `on_rounds(n)`, if given, hears how many
+    rounds are read so far, every ROUNDS_BETWEEN_CALLS (a million rounds take 45 s)."""
     schema = head.get("schema")
     if not isinstance(schema, str) or not schema.startswith("nccl_bench.stress.journal/"):
         raise UsageError(f"{given}: not a result of nccl-bench (a header line, but not a stress journal's)")
@@ -86,6 +90,8 @@ def read(path: Path, given: str, head: dict) -> Result:
                     if len(rows) == MAX_ROWS:
                         raise UsageError(f"{given}: more than {MAX_ROWS:,} rounds, more than a result holds")
                     rows.append(slim(obj))
+                    if on_rounds and len(rows) % ROUNDS_BETWEEN_CALLS == 0:
+                        on_rounds(len(rows))
                 else:
                     notes.append(obj)
     except OSError as e:

@@ -73,6 +73,13 @@ class Reading:
             print(f"report: read {done:,} of {total:,} files ({now - self.t0:.0f} s)", flush=True)
             self.said = now
 
+    def rounds(self, given: str, n: int) -> None:
+        """Within one long stress journal (a day's soak is a million rounds, 45 s to read)."""
+        now = time.monotonic()
+        if now - self.said >= SAY_EVERY_S:
+            print(f"report: {given}: read {n:,} rounds ({now - self.t0:.0f} s)", flush=True)
+            self.said = now
+
     def done(self, total: int) -> None:
         took = time.monotonic() - self.t0
         if took >= SAY_EVERY_S:
@@ -136,8 +143,8 @@ def main(argv: list[str]) -> int:
         a.files = [str(latest)]
     opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
     reading = Reading()
-    mine = records.load_all(opts.files, need_rows=False, progress=reading)  # all checked before writing
-    others = records.load_all(opts.compare, progress=reading)
+    mine = records.load_all(opts.files, need_rows=False, progress=reading, rounds=reading.rounds)  # all checked
+    others = records.load_all(opts.compare, progress=reading, rounds=reading.rounds)  # before writing
     reading.done(len(mine) + len(others))
     mine, failed = ran(mine)
     for res in failed:
