@@ -276,6 +276,21 @@ def test_a_long_journal_says_how_many_rounds_it_has_read(tmp_path, monkeypatch, 
     assert capsys.readouterr().out.splitlines() == ["report: soak.jsonl: read 20,000 rounds (6 s)"]
 
 
+def test_the_files_of_one_report_are_bounded_together_said_at_the_file_that_passes(monkeypatch):
+    """Each file is bounded (1 GiB, 5 million rows); so are all of a report's together, before any is drawn: a
+    folder of thousands of runs would otherwise be held whole. A journal counts by its rounds, not its bytes."""
+    from nccl_bench.records import reading
+    bench, journal = FIX / "bench_gloo.json", FIX / "stress_gloo.jsonl"
+    monkeypatch.setattr(reading, "MAX_BYTES_ALL", bench.stat().st_size)
+    assert len(reading.load_all([str(journal), str(bench)])) == 2  # the journal's bytes do not count
+    with pytest.raises(UsageError, match=f"^{bench}: with the files before it, {2 * bench.stat().st_size:,} bytes"):
+        reading.load_all([str(bench), str(bench)])
+    rows = len(records.load(str(journal)).rows)
+    monkeypatch.setattr(reading, "MAX_ROWS_ALL", 2 * rows - 1)
+    with pytest.raises(UsageError, match=f"with the files before it, {2 * rows:,} rows: more than one report reads"):
+        reading.load_all([str(journal), str(journal)])
+
+
 def test_a_difference_within_a_points_own_spread_is_noise_not_a_regression(tmp_path):
     def with_spread(pct):
         def edit(doc):

@@ -14,11 +14,15 @@ from nccl_bench.core.errors import UsageError
 import nccl_bench.records.asv as asv
 import nccl_bench.records.bench_layouts as bench_layouts
 import nccl_bench.records.stress_journal as journal
-from nccl_bench.records.kinds import ASV_KINDS, KINDS, REPORTED, SCHEMA_VERSION, check_rows
+from nccl_bench.records.kinds import ASV_KINDS, KINDS, MAX_ROWS, REPORTED, SCHEMA_VERSION, check_rows
 from nccl_bench.records.result import Result
 
 
 MAX_BYTES = 1 << 30  # a result file: a soak's journal of millions of rounds is a few hundred MiB
+# what one call reads together (a report's files, or its --compare files): as much as one file may hold, and as
+# many rows; a stress journal counts by its rounds (kept slim), not by its bytes
+MAX_BYTES_ALL = MAX_BYTES
+MAX_ROWS_ALL = MAX_ROWS
 
 
 def load(given: str, need_rows: bool = False, on_rounds=None) -> Result:
@@ -33,9 +37,8 @@ def load(given: str, need_rows: bool = False, on_rounds=None) -> Result:
     constants: list[str] = []
     try:
         size = path.stat().st_size
-        first = _first_line(path)
-        head = _json(given, first, constants) if '"header"' in first else None
-        if isinstance(head, dict) and head.get("type") == "header":  # a stress journal: read line by line
+        head = _journal_head(path, given, constants)
+        if head is not None:  # a stress journal: read line by line
             if size > journal.MAX_BYTES:
                 raise UsageError(f"{given}: {size} bytes, more than a stress journal holds "
                                  f"({journal.MAX_BYTES >> 30} GiB)")
@@ -88,6 +91,13 @@ def from_doc(doc, given: str, path: Path | None = None, need_rows: bool = False)
 FIRST_LINE_MAX = 1 << 20  # a journal's header line is a few kilobytes
 
 
+def _journal_head(path: Path, given: str, constants: list[str]) -> dict | None:
+    """A stress journal's header (its first line), or None for a file of any other kind."""
+    first = _first_line(path)
+    head = _json(given, first, constants) if '"header"' in first else None
+    return head if isinstance(head, dict) and head.get("type") == "header" else None
+
+
 def _first_line(path: Path) -> str:
     """The file's first line that holds anything, at most FIRST_LINE_MAX characters of it: enough to tell a stress
     journal's header (its file is read line by line) from a whole JSON document."""
@@ -103,9 +113,15 @@ def load_all(names: list[str], need_rows: bool = True, progress=None, rounds=Non
     files in it (*.json, *.jsonl). `progress(done, total)`, if given, is called after each file; `rounds(given,
     n)` while a stress journal is read."""
     files = [f for n in names for f in (folder(n) if Path(n).is_dir() else [n])]
-    loaded = []
+    loaded, held, rows = [], 0, 0
     for f in files:
         loaded.append(load(f, need_rows, (lambda n, f=f: rounds(f, n)) if rounds else None))
+        rows += len(loaded[-1].every_cycle())
+        held += 0 if _journal_head(Path(f), f, []) is not None else Path(f).stat().st_size
+        if held > MAX_BYTES_ALL or rows > MAX_ROWS_ALL:  # said at the file that passes it, the rest unread
+            what = f"{held:,} bytes" if held > MAX_BYTES_ALL else f"{rows:,} rows"
+            raise UsageError(f"{f}: with the files before it, {what}: more than one report reads "
+                             f"({MAX_BYTES_ALL >> 20} MiB, {MAX_ROWS_ALL:,} rows); report fewer files")
         if progress:
             progress(len(loaded), len(files))
     return loaded
