@@ -267,13 +267,15 @@ def test_a_long_journal_says_how_many_rounds_it_has_read(tmp_path, monkeypatch, 
     got = []
     res = reading.load_all([str(journal)], rounds=lambda given, n: got.append((given, n)))[0]
     assert got == [(str(journal), len(rounds) * k) for k in range(1, 6)] and len(res.rows) == 5 * len(rounds)
-    clock = iter([0.0, 2.0, 6.0, 7.0])  # each call of monotonic()
+    clock = iter([0.0, 2.0, 6.0, 7.0, 7.0])  # each call of monotonic()
     monkeypatch.setattr(command.time, "monotonic", lambda: next(clock))
     monkeypatch.setattr(command, "SAY_EVERY_S", 5.0)
     said = command.Reading()  # at 0 s
     for n in (10_000, 20_000, 30_000):  # at 2, 6 and 7 s
         said.rounds("soak.jsonl", n)
-    assert capsys.readouterr().out.splitlines() == ["report: soak.jsonl: read 20,000 rounds (6 s)"]
+    said.done(1)  # at 7 s: one file
+    assert capsys.readouterr().out.splitlines() == ["report: soak.jsonl: read 20,000 rounds (6 s)",
+                                                    "report: read 1 file in 7 s; writing the report"]
 
 
 def test_the_files_of_one_report_are_bounded_together_said_at_the_file_that_passes(monkeypatch):

@@ -83,7 +83,8 @@ class Reading:
     def done(self, total: int) -> None:
         took = time.monotonic() - self.t0
         if took >= SAY_EVERY_S:
-            print(f"report: read {total:,} files in {took:.0f} s; writing the report", flush=True)
+            print(f"report: read {total:,} file{'' if total == 1 else 's'} in {took:.0f} s; writing the report",
+                  flush=True)
 
 
 def default_out() -> Path:
