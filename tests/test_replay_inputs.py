@@ -271,3 +271,28 @@ def test_splits_count_slices_of_the_first_dimension(tmp_path):
     wl = traces.load(files)
     op = next(op for op in wl.ranks[0] if op.splits is not None)
     assert op.splits[0] == (76, 68, 80, 80), op.splits
+
+
+def test_the_files_of_one_replay_are_bounded_together_on_disk_then_as_read(monkeypatch):
+    """Each trace is bounded (256 MiB as read) and the calls together (2,000,000); their bytes together too, so that
+    4,096 files at the cap are one line, not hours of reading: on disk before any is read, then as each expands.
+    Past it, the dumps are refused even where ranks may be missing (--allow-missing-ranks)."""
+    from nccl_bench.core.errors import UsageError
+    from nccl_bench.replay import capped_read, traces
+    zoo = REPO / "tests" / "fixtures" / "zoo" / "ring"
+    gz = sorted((zoo / "kineto").iterdir())
+    on_disk = sum(f.stat().st_size for f in gz)
+    first = len(gzip.decompress(gz[0].read_bytes()))
+    assert first > on_disk  # a gzip trace expands
+    monkeypatch.setattr(capped_read, "MAX_READ_ALL", on_disk - 1)
+    with pytest.raises(capped_read.OverBudget, match=f"{gz[0]}: the 4 files given hold {on_disk:,} bytes together"):
+        traces.load([str(zoo / "kineto")])
+    monkeypatch.setattr(capped_read, "MAX_READ_ALL", first + 1)  # the files fit on disk; the second expands past it
+    with pytest.raises(capped_read.OverBudget, match=f"^{gz[1]}: with the files before it, [0-9,]+ bytes as read"):
+        traces.load([str(zoo / "kineto")])
+    dumps = sorted((zoo / "fr").iterdir())  # dumps are read as they lie: their bytes on disk are what is read
+    monkeypatch.setattr(capped_read, "MAX_READ_ALL", sum(f.stat().st_size for f in dumps) - 1)
+    with pytest.raises(UsageError, match=f"^{dumps[0]}: the 4 files given hold"):
+        traces.load([str(zoo / "fr")], allow_missing=True)
+    monkeypatch.setattr(capped_read, "MAX_READ_ALL", 1 << 30)
+    assert traces.load([str(zoo / "fr")]).ranks and traces.load([str(zoo / "kineto")]).ranks

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
-from nccl_bench.replay.capped_read import load_json, read_capped
+from nccl_bench.replay.capped_read import OverBudget, ReadBudget, load_json, read_capped
 from nccl_bench.replay.frgroups import (MAX_RANKS, configs_of, rooted_and_split, show, window_and_stop,
                                          workload)
 from nccl_bench.replay.groupnames import Listed, joined
@@ -66,10 +66,10 @@ MAX_ENTRIES = 200_000  # a dump's calls: 100 x the recorder's default buffer; by
 MAX_ENTRIES_ALL = 2_000_000  # every dump's together (each entry costs its check, about 10 us)
 
 
-def load_dump(path: Path) -> dict:
+def load_dump(path: Path, budget: ReadBudget | None = None) -> dict:
     """One rank's dump, pickle or JSON, read within bounds (nccl_bench.replay.capped_read) and checked to be a
     Flight Recorder dump."""
-    data = read_capped(path)
+    data = read_capped(path, budget=budget)
     if data.lstrip()[:1] == b"{":
         doc = load_json(path, data, "a Flight Recorder dump")
     else:
@@ -206,14 +206,15 @@ def read(paths: list[Path], allow_missing: bool = False) -> Workload:
     meta = {"fr_version": set(), "comm_lib_version": set(), "backends": set()}
     unread: list[str] = []  # --allow-missing-ranks: files passed over, each with why
     read = 0  # entries over the dumps so far
+    budget = ReadBudget(paths)  # and their bytes
     for p in paths:
         r = rank_of(p)
         if r in dumps:
             raise UsageError(f"{p}: a second dump of rank {r} (the first: {dumps[r][0]})")
         try:
-            doc = load_dump(p)
+            doc = load_dump(p, budget)
         except UsageError as e:
-            if not allow_missing:
+            if not allow_missing or isinstance(e, OverBudget):  # a file past the files' bound is not one missing
                 raise
             unread.append(f"rank {r}'s dump cannot be read ({e})")
             continue

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.measure import collectives
-from nccl_bench.replay.capped_read import load_json, read_capped
+from nccl_bench.replay.capped_read import ReadBudget, load_json, read_capped
 from nccl_bench.replay.workload import P2P, Group, Op, Workload
 from nccl_bench.replay.frdump import COALESCED, DTYPES, ELEMENTS_MAX, MAX_ENTRIES_ALL, NAMES
 from nccl_bench.replay.frgroups import MAX_RANKS, ranks_list
@@ -37,8 +37,8 @@ def is_trace(doc) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
 
 
-def load_trace(path: Path) -> dict:
-    doc = load_json(path, read_capped(path), "a profiler trace")
+def load_trace(path: Path, budget: ReadBudget | None = None) -> dict:
+    doc = load_json(path, read_capped(path, budget=budget), "a profiler trace")
     if not is_trace(doc):
         raise UsageError(f"{path}: not a profiler trace (no traceEvents)")
     return doc
@@ -59,8 +59,9 @@ def read(paths: list[Path]) -> Workload:
     first_file: dict[int, Path] = {}
     listed: Listed = {}  # rank -> the groups its trace lists, in the order it made them
     gpus = calls = 0
+    budget = ReadBudget(paths)
     for p in paths:
-        doc = load_trace(p)
+        doc = load_trace(p, budget)
         info = doc.get("distributedInfo") or {}
         r = info.get("rank")
         if not isinstance(r, int) or isinstance(r, bool) or r < 0:
