@@ -117,13 +117,13 @@ def main(argv: list[str]) -> int:
 
 def options_of(a) -> AcceptOptions:
     """The options, checked by name. --check-args runs where the nodes' GPUs are not (fleet run's login node): the
-    backend is the node's to check there."""
+    backend is the node's to check there, unless it is named gloo."""
     return AcceptOptions(backend="gloo" if a.check_args else a.backend, nranks=a.nranks, profile=a.profile,
                          json=a.json, junit=a.junit, init_rounds=a.init_rounds, stress_rounds=a.stress_rounds,
                          step_timeout=a.step_timeout, locate=a.locate, margin=a.margin,
                          record_baseline=a.record_baseline, workload=a.workload,
                          workload_max_slowdown=a.workload_max_slowdown, network=a.network, steps=a.steps,
-                         on_the_node=not a.check_args)
+                         on_the_node=not a.check_args or a.backend == "gloo")
 
 
 def step_list(text: str) -> tuple[str, ...]:

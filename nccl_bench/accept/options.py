@@ -31,7 +31,7 @@ class AcceptOptions:
     workload_max_slowdown: float = 1.25  # the replay's sequence may take this x the job's own
     network: str | None = None  # a bench file across the nodes: its busbw judged by this node's NICs
     steps: tuple[str, ...] | None = None  # the steps to run (--steps); None: every one that applies
-    on_the_node: bool = True  # False for --check-args on a login node: the backend is the node's to check
+    on_the_node: bool = True  # False for --check-args on a login node: the backend is the node's to check (unless gloo)
 
     def __post_init__(self):
         self.backend = check_launch(self.backend, self.nranks)
