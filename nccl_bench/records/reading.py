@@ -29,6 +29,11 @@ def load(given: str, need_rows: bool = False, on_rounds=None) -> Result:
     """One file, whatever result kind it holds; `need_rows`: a file with no rows (where its kind has some)
     is bad input, as for a report. Bounded before it is parsed: its bytes, then (records.kinds) its rows.
     `on_rounds(n)`: how far a stress journal's reading is (records.stress_journal.read)."""
+    return _load(given, need_rows, on_rounds)[0]
+
+
+def _load(given: str, need_rows: bool, on_rounds) -> tuple[Result, int]:
+    """load's Result, and the bytes it held whole (0 for a stress journal, read line by line)."""
     path = Path(given)
     if path.is_dir():
         raise UsageError(f"{given}: a folder, where a result file was expected")
@@ -42,7 +47,7 @@ def load(given: str, need_rows: bool = False, on_rounds=None) -> Result:
             if size > journal.MAX_BYTES:
                 raise UsageError(f"{given}: {size} bytes, more than a stress journal holds "
                                  f"({journal.MAX_BYTES >> 30} GiB)")
-            return journal.read(path, given, head, on_rounds)  # a journal with no round is always refused
+            return journal.read(path, given, head, on_rounds), 0  # a journal with no round is always refused
         if size > MAX_BYTES:
             raise UsageError(f"{given}: {size} bytes, more than a result file holds ({MAX_BYTES >> 20} MiB)")
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors save JSON, is no part of it
@@ -58,7 +63,7 @@ def load(given: str, need_rows: bool = False, on_rounds=None) -> Result:
     res = from_doc(doc, given, path, need_rows)
     if constants and res.kind not in ASV_KINDS:  # asv keeps a skipped benchmark as NaN; a measurement never
         raise UsageError(f"{given}: holds {constants[0]}, which no measurement of a {res.kind} result is")
-    return res
+    return res, size
 
 
 def from_doc(doc, given: str, path: Path | None = None, need_rows: bool = False) -> Result:
@@ -115,9 +120,10 @@ def load_all(names: list[str], need_rows: bool = True, progress=None, rounds=Non
     files = [f for n in names for f in (folder(n) if Path(n).is_dir() else [n])]
     loaded, held, rows = [], 0, 0
     for f in files:
-        loaded.append(load(f, need_rows, (lambda n, f=f: rounds(f, n)) if rounds else None))
-        rows += len(loaded[-1].every_cycle())
-        held += 0 if _journal_head(Path(f), f, []) is not None else Path(f).stat().st_size
+        res, size = _load(f, need_rows, (lambda n, f=f: rounds(f, n)) if rounds else None)
+        loaded.append(res)
+        rows += len(res.every_cycle())
+        held += size
         if held > MAX_BYTES_ALL or rows > MAX_ROWS_ALL:  # said at the file that passes it, the rest unread
             what = f"{held:,} bytes" if held > MAX_BYTES_ALL else f"{rows:,} rows"
             raise UsageError(f"{f}: with the files before it, {what}: more than one report reads "

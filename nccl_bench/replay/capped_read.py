@@ -28,14 +28,13 @@ class ReadBudget:
 
     def __init__(self, paths: list[Path], total: int | None = None):
         self.total, self.used = total or MAX_READ_ALL, 0
-        total = self.total
         try:
             on_disk = sum(p.stat().st_size for p in paths)
         except OSError as e:
             raise UsageError(f"cannot read the files given: {e.strerror or e}") from None
-        if on_disk > total:
+        if on_disk > self.total:
             raise OverBudget(f"{paths[0]}: the {len(paths)} files given hold {on_disk:,} bytes together, more than "
-                             f"a replay reads ({total >> 30} GiB): give it the steps to replay, not the whole run")
+                             f"a replay reads ({self.total >> 30} GiB): give it the steps to replay, not the whole run")
 
     def charge(self, path: Path, n: int) -> None:
         self.used += n
