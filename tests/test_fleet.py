@@ -118,6 +118,29 @@ def test_one_partner_each_cannot_tell_the_node_from_the_link_and_says_so():
     assert got.source == "the --link-floor given"
 
 
+def test_a_link_is_named_only_where_every_measurement_of_it_was_slow():
+    # fleet run measures a link's pair again before naming it: its fastest measurement counts, as a bench's fastest
+    # iteration does; a node slow with every partner was measured in rounds of their own and is not asked again
+    from nccl_bench.fleet import links
+    bw = {("n0", "n1"): 10.0, ("n0", "n2"): 10.0, ("n0", "n3"): 10.0, ("n1", "n2"): 47.0, ("n1", "n3"): 48.0,
+          ("n2", "n3"): 20.0, ("n4", "n5"): 47.5, ("n4", "n1"): 48.0, ("n5", "n2"): 5.0}
+    first = links.judge(pairs_of(bw))
+    assert [p.name for p in links.to_confirm(first, 2)] == ["n2-n3", "n5-n2"]  # not n0's: its node explains them
+    again = pairs_of({("n2", "n3"): 19.0, ("n5", "n2"): 46.0})  # n5-n2 was noise, n2-n3 is slow again
+    got = links.judge(pairs_of(bw) + again)
+    assert list(got.links) == ["n2-n3"] and list(got.nodes) == ["n0"] and not links.to_confirm(got, 2)
+    assert "20 GB/s between them (the fastest of 2 measurements: 20, 19)" in got.links["n2-n3"]
+    assert len(got.pairs) == 9 and not links.to_confirm(got, 2)
+    wrong = links.Pair("n2", "n3", 48.0, "busbw", "n2-n3.again-1.json", ("3 wrong values",))
+    assert "3 wrong values" in links.judge(pairs_of(bw) + [wrong]).links["n2-n3"]  # fast, and still named
+
+
+def test_pairs_measured_again_go_in_rounds_where_no_node_is_twice():
+    from nccl_bench.fleet.run import disjoint_rounds
+    got = disjoint_rounds([("a", "b"), ("a", "c"), ("c", "d"), ("b", "d"), ("e", "f")])
+    assert got == [[("a", "b"), ("c", "d"), ("e", "f")], [("a", "c"), ("b", "d")]]
+
+
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 12, 13])
 def test_the_pair_schedule_gives_each_node_k_partners_in_disjoint_rounds(n):
     from nccl_bench.core.tournament import partners

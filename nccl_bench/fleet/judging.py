@@ -120,7 +120,8 @@ def write(out: Path, s: Settings, nodes, table: outliers.Grid, bad, stats, net) 
             "links": None if net is None else {
                 "reference_GBps": net.reference, "reference_from": net.source, "margin": net.margin,
                 "named": net.links, "pairs": [{"a": p.a, "b": p.b, "busbw_GBps": p.busbw, "metric": p.metric,
-                                               "file": p.file, "slow": p in net.slow} for p in net.pairs]}}
+                                               "file": p.file, "slow": p in net.slow,
+                                               "measurements": list(p.tries) or [p.busbw]} for p in net.pairs]}}
     # indented for a person where it is small; compact (the C encoder) where it is a fleet of thousands
     (out / "fleet.json").write_text(json.dumps(records.document("fleet", rows, meta),
                                                indent=1 if len(names) <= TABLE_NODES else None) + "\n")

@@ -11,6 +11,11 @@ from the NICs' rate or a recorded fleet). Then:
 - a slow pair not explained by a named node is its link (a cable, a switch port, a route between the two):
   named as a link, with what each of its nodes reaches with its other partners;
 - a slow pair whose nodes were measured with no other partner cannot be told apart: named as a pair, and said.
+
+A pair measured more than once (fleet run measures a pair again before naming its link: `to_confirm`) counts
+its fastest measurement, as a pair's bench counts its fastest iteration: noise only ever takes bandwidth away,
+and a fault takes it every time. A node slow with every partner is named from pairs measured in rounds of their
+own, at different times: that is its confirmation.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ class Pair:
     metric: str
     file: str
     evidence: tuple[str, ...] = ()  # wrong values: the pair fails whatever its speed
+    tries: tuple[float | None, ...] = ()  # every measurement of the pair, in the order given, where more than one
 
     @property
     def name(self) -> str:
@@ -60,7 +66,36 @@ def reference(pairs: list[Pair], floor: float | None) -> tuple[float | None, str
     return best[len(best) // 2], f"the median of the fleet's best {len(best)} of {len(bws)} pairs"
 
 
+def fold(pairs: list[Pair]) -> list[Pair]:
+    """One Pair per pair of nodes, in the order first given: the fastest of its measurements (its file and metric),
+    with the evidence of them all."""
+    by_name: dict[str, list[Pair]] = {}
+    for p in pairs:
+        by_name.setdefault(p.name, []).append(p)
+    out = []
+    for same in by_name.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        best = max(same, key=lambda p: -1.0 if p.busbw is None else p.busbw)
+        evidence = tuple(dict.fromkeys(e for p in same for e in p.evidence))
+        out.append(Pair(best.a, best.b, best.busbw, best.metric, best.file, evidence, tuple(p.busbw for p in same)))
+    return out
+
+
+def measured(p: Pair) -> int:
+    return max(1, len(p.tries))
+
+
+def to_confirm(net: Links, times: int) -> list[Pair]:
+    """The pairs a link would be named for on their bandwidth alone, measured fewer than `times` times: measured
+    again before the verdict. A pair with wrong values or no bandwidth is named on that, whatever its speed."""
+    return [p for p in net.slow if p.name in net.links and p.busbw is not None and not p.evidence
+            and measured(p) < times]
+
+
 def judge(pairs: list[Pair], margin: float = MARGIN, floor: float | None = None) -> Links:
+    pairs = fold(pairs)
     ref, source = reference(pairs, floor)
     cut = None if ref is None else (1 - margin) * ref
     slow = [p for p in pairs if p.evidence or p.busbw is None or (cut is not None and p.busbw < cut)]
@@ -84,17 +119,24 @@ def judge(pairs: list[Pair], margin: float = MARGIN, floor: float | None = None)
             continue
         others = {n: [q for q in partners[n] if q.name != p.name] for n in (p.a, p.b)}
         if not others[p.a] and not others[p.b]:
-            links[p.name] = (f"pair slow ({_bw(p)} GB/s, below {cut:.3g}) and neither node measured with another "
-                             "partner: the link or either node")
+            links[p.name] = (f"pair slow ({_bw(p)} GB/s{_tries(p)}, below {cut:.3g}) and neither node measured with "
+                             "another partner: the link or either node")
             continue
         said = "; ".join(f"{n} with its other partners {_list(qs, n)}" for n, qs in others.items() if qs)
-        links[p.name] = (f"{_bw(p)} GB/s between them, below {cut:.3g} (a healthy pair {ref:.3g} GB/s, {source}); "
-                         f"{said}")
+        links[p.name] = (f"{_bw(p)} GB/s between them{_tries(p)}, below {cut:.3g} (a healthy pair {ref:.3g} GB/s, "
+                         f"{source}); {said}")
     return Links(ref, source, slow, nodes, links, pairs, margin)
 
 
 def _bw(p: Pair) -> str:
     return "no" if p.busbw is None else f"{p.busbw:.3g}"
+
+
+def _tries(p: Pair) -> str:
+    if len(p.tries) < 2:
+        return ""
+    each = ", ".join("no" if t is None else f"{t:.3g}" for t in p.tries)
+    return f" (the fastest of {len(p.tries)} measurements: {each})"
 
 
 def _list(pairs: list[Pair], node: str) -> str:

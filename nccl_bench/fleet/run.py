@@ -23,7 +23,8 @@ from nccl_bench.core import results
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.optionfields import add_arguments, given, recorded
 from nccl_bench.core.tournament import partners
-from nccl_bench.fleet import judging, slurmnodes, waves
+from nccl_bench.fleet import judging, outliers, slurmnodes, waves
+from nccl_bench.fleet import links as links_mod
 from nccl_bench.fleet.links import Pair
 from nccl_bench.fleet.runoptions import FleetRunOptions
 from nccl_bench.job.cli import Parser, prog
@@ -72,6 +73,7 @@ def main(argv: list[str]) -> int:
     try:
         accepted = accept_nodes(plan)
         failed_pairs = measure_pairs(plan, accepted)
+        confirm_slow_pairs(plan, accepted, s, failed_pairs)
     except BaseException:
         left = slurmnodes.cancel(plan.job_name)  # whatever Slurm still runs of ours: Ctrl-C leaves nothing
         print("fleet run: stopped; every step of it cancelled" + (f" ({left} still ending in Slurm)" if left else "")
@@ -179,29 +181,73 @@ def measure_pairs(plan: Plan, accepted: Accepted) -> list[Pair]:
     print(f"fleet run: {sum(map(len, rounds))} pair(s) in {len(rounds)} round(s), "
           f"{min(o.partners, len(nodes) - 1)} partner(s) each", flush=True)
     for k, pairs in enumerate(rounds):
-        _leave_out_unwell(plan, accepted, {n for pair in pairs for n in pair})
-        todo = [(a, b) for a, b in pairs if not (folder / f"{a.name}-{b.name}.json").is_file()
-                and a not in accepted.failures and b not in accepted.failures]
-        by_key = {f"pair {a.name}-{b.name}": (a, b) for a, b in todo}
-        lost: list[tuple[slurmnodes.SlurmNode, slurmnodes.SlurmNode, str, str]] = []
-
-        def done(x: waves.Outcome) -> None:
-            a, b = by_key[x.step.key]
-            _journal(plan.out, x)
-            if not (folder / f"{a.name}-{b.name}.json").is_file():
-                lost.append((a, b, (f"no result within {o.pair_timeout:g} s" if x.code is None else
-                                    f"its bench step failed (exit {x.code}): {x.last_line()}") + f" ({x.step.log})",
-                             str(x.step.log)))
-        waves.run_all([_pair_step(plan, a, b) for a, b in todo], o.max_steps, done, cwd=os.getcwd())
-        if lost:
-            _leave_out_unwell(plan, accepted, {n for a, b, _, _ in lost for n in (a, b)})
-        for a, b, why, log in lost:
-            if a in accepted.failures or b in accepted.failures:
-                continue  # its node was lost: named as the node
+        todo = [(a, b, folder / f"{a.name}-{b.name}.json") for a, b in pairs]
+        for a, b, why, log in _pair_round(plan, accepted, todo):
             failed.append(Pair(*sorted((a.host, b.host)), None, "busbw", log, (why,)))
             print(f"fleet run: pair {a.said()} - {b.said()}: {why}", flush=True)
         print(f"fleet run: pair round {k + 1} of {len(rounds)} done", flush=True)
     return failed
+
+
+def confirm_slow_pairs(plan: Plan, accepted: Accepted, s: judging.Settings, failed: list[Pair]) -> None:
+    """Each pair its link would be named for on bandwidth alone, measured again (--remeasure times at most, in
+    rounds of disjoint pairs), each time into a file of its own beside the first: the verdict counts a pair's
+    fastest measurement (fleet.links.fold), so a link is named only where it was slow every time. A step that
+    fails here leaves the pair its measurements so far."""
+    folder = plan.out / "pairs"
+    by_host = {n.host: n for n in accepted.nodes}
+    for t in range(1, plan.o.remeasure + 1):
+        files = sorted(str(f) for f in folder.glob("*.json"))
+        if not files:
+            return
+        net = links_mod.judge(outliers.read(files)[1] + failed, s.link_margin, s.link_floor)
+        slow = [p for p in links_mod.to_confirm(net, t + 1) if p.a in by_host and p.b in by_host]
+        if not slow:
+            return
+        print(f"fleet run: {len(slow)} slow pair(s) measured again ({t} of {plan.o.remeasure}): "
+              + ", ".join(p.name for p in slow[:8]) + (" ..." if len(slow) > 8 else ""), flush=True)
+        for pairs in disjoint_rounds([(by_host[p.a], by_host[p.b]) for p in slow]):
+            todo = [(a, b, folder / f"{a.name}-{b.name}.again-{t}.json") for a, b in pairs]
+            for a, b, why, _ in _pair_round(plan, accepted, todo):
+                print(f"fleet run: pair {a.said()} - {b.said()} again: {why}; its first measurement stands",
+                      flush=True)
+
+
+def _pair_round(plan: Plan, accepted: Accepted, pairs: list[tuple[slurmnodes.SlurmNode, slurmnodes.SlurmNode, Path]]
+                ) -> list[tuple[slurmnodes.SlurmNode, slurmnodes.SlurmNode, str, str]]:
+    """One round of disjoint pairs, each a bench into its file (one that is there is kept: --resume); the pairs
+    whose step gave no file, with why and its log, but not those beside a node lost meanwhile (named as the
+    node)."""
+    o = plan.o
+    _leave_out_unwell(plan, accepted, {n for a, b, _ in pairs for n in (a, b)})
+    todo = [(a, b, f) for a, b, f in pairs if not f.is_file()
+            and a not in accepted.failures and b not in accepted.failures]
+    by_key = {f"pair {f.stem}": (a, b, f) for a, b, f in todo}
+    lost: list[tuple[slurmnodes.SlurmNode, slurmnodes.SlurmNode, str, str]] = []
+
+    def done(x: waves.Outcome) -> None:
+        a, b, f = by_key[x.step.key]
+        _journal(plan.out, x)
+        if not f.is_file():
+            lost.append((a, b, (f"no result within {o.pair_timeout:g} s" if x.code is None else
+                                f"its bench step failed (exit {x.code}): {x.last_line()}") + f" ({x.step.log})",
+                         str(x.step.log)))
+    waves.run_all([_pair_step(plan, a, b, f) for a, b, f in todo], o.max_steps, done, cwd=os.getcwd())
+    if lost:
+        _leave_out_unwell(plan, accepted, {n for a, b, _, _ in lost for n in (a, b)})
+    return [x for x in lost if x[0] not in accepted.failures and x[1] not in accepted.failures]
+
+
+def disjoint_rounds(pairs: list[tuple]) -> list[list[tuple]]:
+    """Pairs in rounds where no node is in two pairs at once, each pair in the first round it fits (greedy)."""
+    rounds: list[list[tuple]] = []
+    for pair in pairs:
+        fits = next((r for r in rounds if not {n for q in r for n in q} & set(pair)), None)
+        if fits is None:
+            rounds.append([pair])
+        else:
+            fits.append(pair)
+    return rounds
 
 
 def _leave_out_unwell(plan: Plan, accepted: Accepted, nodes: set[slurmnodes.SlurmNode]) -> None:
@@ -216,12 +262,12 @@ def _leave_out_unwell(plan: Plan, accepted: Accepted, nodes: set[slurmnodes.Slur
             print(f"fleet run: {n.said()}: {accepted.failures[n]}", flush=True)
 
 
-def _pair_step(plan: Plan, a: slurmnodes.SlurmNode, b: slurmnodes.SlurmNode) -> waves.Step:
-    o, name = plan.o, f"{a.name}-{b.name}"
+def _pair_step(plan: Plan, a: slurmnodes.SlurmNode, b: slurmnodes.SlurmNode, file: Path) -> waves.Step:
+    o, name = plan.o, file.stem
     argv = [*slurmnodes.srun([a, b], o.ntasks_per_node, plan.job_name, o.partition, o.srun_extra,
                              _minutes(o.pair_timeout)),
             sys.executable, "-m", "nccl_bench", "bench", "--backend", o.backend, "-b", str(o.bytes), "-e",
-            str(o.bytes), "-n", str(o.iters), "-w", "2", "-I", "1", "-J", str(plan.out / "pairs" / f"{name}.json")]
+            str(o.bytes), "-n", str(o.iters), "-w", "2", "-I", "1", "-J", str(file)]
     return waves.Step(f"pair {name}", argv, o.pair_timeout, plan.out / "logs" / f"pair-{name}.log")
 
 
