@@ -15,8 +15,10 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from helpers import REPO, TOKEN_VAR, assert_no_survivors, one_line_error, run
 from nccl_bench import records
@@ -43,6 +45,11 @@ def kill_after(proc: subprocess.Popen, seconds: float, once=lambda: True) -> Non
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         os.kill(proc.pid, signal.SIGKILL)
+
+
+def scratch_of(pid: int) -> list[str]:
+    """The scratch folders a process of ours made (nccl_bench.core.scratch), by its pid."""
+    return sorted(p.name for p in Path(tempfile.gettempdir()).glob(f"nccl_bench_*_*_{pid}_*"))
 
 
 def journal_lines(journal) -> tuple[list[dict], int]:
@@ -147,6 +154,11 @@ def test_a_dead_owners_journal_is_taken_over_by_resume(tmp_path):
     assert proc.returncode == -signal.SIGKILL and (tmp_path / "j.jsonl.lock").exists()
     stale = json.loads((tmp_path / "j.jsonl.lock").read_text())
     assert stale["pid"] == proc.pid  # the dead launcher's record, left behind by the kill
-    proc = run([*BASE, "--journal", str(journal), "--resume"], timeout=120)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # its scratch folders too (its job spec; its run folder with multiprocessing's sockets): the next run removes
+    # them as it starts
+    left = scratch_of(proc.pid)
+    assert len(left) == 2, left
+    resumed = run([*BASE, "--journal", str(journal), "--resume"], timeout=120)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert not scratch_of(proc.pid), scratch_of(proc.pid)
     assert len(assert_each_round_at_most_once(journal)) == ROUNDS

@@ -150,9 +150,9 @@ def step_verdicts(steps: list[dict]) -> list[verdicts.Verdict]:
 def step_locate(o: AcceptOptions, profile: profiles.Profile) -> None:
     """After a FAIL: locate's suspects, each with its evidence (locate's own exit 1 means it found some)."""
     import json
-    import tempfile
+    from nccl_bench.core import scratch
     print("accept: locate ...", flush=True)
-    with tempfile.TemporaryDirectory(prefix="nccl_bench_accept_") as tmp:
+    with scratch.folder("accept") as tmp:
         spec = profile.path or profile.name
         if not profile.path and profile.origin != "built-in":  # a derived profile exists only in memory
             spec = str(Path(tmp) / f"{profile.name}.json")

@@ -17,6 +17,14 @@ def let_go_of_forkserver() -> None:
         forkserver._forkserver._forkserver_alive_fd = None
 
 
+def put_multiprocessing_files_in(folder: str) -> None:
+    """multiprocessing makes the folder of its sockets (the forkserver's) in the temporary folder, pymp-*, and
+    removes it only at a normal exit; no public API puts it elsewhere: here, in the run's own scratch folder,
+    which a later run removes where this one was killed (core.scratch)."""
+    from multiprocessing import process
+    process.current_process()._config["tempdir"] = folder
+
+
 def multiprocessing_helpers() -> list[tuple[int | None, object]]:
     """(pid, stop) of multiprocessing's forkserver and resource tracker, where running: each stops on its own
     only once it notices its parent is gone, and no public API names its pid or stops it now."""

@@ -14,12 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 from nccl_bench import Terminated
 
+from nccl_bench.core import scratch
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core.sysinfo import REPO
 from nccl_bench.job import reaping
@@ -45,7 +45,7 @@ def run_result(argv: list[str], timeout: float, json_flag: str = "--json", env: 
     """`python -m ARGV --json TMP`, bounded by `timeout` seconds; returns the result it wrote."""
     if timeout <= 0:
         raise JobFailed(argv, "no time left to start it (the caller's budget is spent)")
-    with tempfile.TemporaryDirectory(prefix="nccl_bench_job_") as tmp:
+    with scratch.folder("result") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", *argv, json_flag, str(out)]
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,

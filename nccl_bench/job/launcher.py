@@ -12,7 +12,7 @@ import uuid
 
 from nccl_bench import (NOHUP_ENV, SAID_ENV, SELF_LAUNCH_ENV, Terminated, interrupted, keep_stops_from_callbacks,
                         said_stop, stopping, terminated)
-from nccl_bench.core import cudadriver, private
+from nccl_bench.core import cudadriver, private, scratch
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_USAGE, UsageError
 from nccl_bench.core.startmarks import mark
 from nccl_bench.job import reaping, workers
@@ -285,12 +285,14 @@ def stopped(signum: int) -> int:
 
 def _say_once_marker() -> None:
     """The run's marker for its stop line (nccl_bench.first_to_say), in a folder of the run's own (the job
-    store's address file goes there too), removed at exit."""
+    store's address file and multiprocessing's sockets go there too), removed at exit; and the folders of runs
+    killed before they could remove theirs (core.scratch)."""
     import atexit
     import shutil
-    import tempfile
-    folder = tempfile.mkdtemp(prefix="nccl_bench_said_")
+    scratch.sweep()
+    folder = scratch.make("run")
     atexit.register(shutil.rmtree, folder, True)
+    private.put_multiprocessing_files_in(folder)
     os.environ[SAID_ENV] = os.path.join(folder, "said")
 
 

@@ -8,10 +8,10 @@ import importlib
 import os
 import pickle
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
+from nccl_bench.core import scratch
 from nccl_bench.core.errors import UsageError
 from nccl_bench.job.options import JobOptions
 
@@ -64,7 +64,7 @@ class JobSpec:
 def write(spec: JobSpec) -> str:
     """The spec in a file of a folder only this user reads (the ranks unpickle it: nothing else may write
     there); the caller removes the folder (remove)."""
-    folder = tempfile.mkdtemp(prefix="nccl_bench_job_")
+    folder = scratch.make("job")
     path = os.path.join(folder, FILE_NAME)
     with open(path, "wb") as f:
         pickle.dump(spec, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 
-from nccl_bench.core import launch, results
+from nccl_bench.core import launch, results, scratch
 from nccl_bench import records
 from nccl_bench.core.errors import EXIT_FAILED, UsageError
 from nccl_bench.job.cli import Parser, add_job_args, job_options, prog
@@ -145,7 +144,7 @@ def sequence_worker(opts: ReplayOptions, folder: str):
 def write_sequences(wl, digest: str) -> str:
     """Each rank's calls in a file of its own (and every rank's in one, for rank 0), in a folder the launcher
     removes when the job ends."""
-    folder = tempfile.mkdtemp(prefix="nccl_bench_replay_")
+    folder = scratch.make("replay")
     for r in [*wl.ranks, None]:
         name = "all" if r is None else f"rank{r}"
         with open(os.path.join(folder, f"{name}.json"), "w") as f:
