@@ -185,6 +185,10 @@ CHECKS = [
                [*_BENCH, "--collective", "all", "-R", str(r), "-e", "1M", "-f", "32", "--no-algo-confirm",
                 "--json", "{tmp}/bench.json"], expect="bench-exact")
       for r, how in ((1, "locally"), (2, "as symmetric windows"))],
+    *[GpuCheck(f"bench-cta-policy-{x}", 2, 180, f"-x {x}: NCCL's CTA policy {how} on every communicator, every "
+               "collective exact", [*_BENCH, "--collective", "all", "-x", str(x), "-e", "1M", "-f", "32",
+                                    "--no-algo-confirm", "--json", "{tmp}/bench.json"], expect="bench-exact")
+      for x, how in ((1, "efficiency"), (2, "zero"))],
     GpuCheck("stress-corrupt", 2, 120, "a fault in rank 1's input: found, named corrupted at the source",
              ["-m", "stress", "--backend", "nccl", "--rounds", "3", "--timeout", "5", "--skew-max", "0", "--init",
               "scoped", "--inject", "corrupt@1:1", "--journal", "{tmp}/corrupt.jsonl"], expect="corrupt-round-1",

@@ -107,6 +107,8 @@ def test_report_cputime_shows_host_time_per_launch(tmp_path):
     (["--nranks", "4", "--split", "DIV 2", "-r", "2"], "not a rank of the smallest split group (2 ranks)"),
     (["-G", "5"], "-G/--cudagraph needs --backend nccl"),
     (["-R", "1"], "-R/--local_register 1 needs --backend nccl"),
+    (["-x", "1"], "-x/--cta_policy 1 needs --backend nccl"),
+    (["-D", "1"], "-D/--device_implementation 1: nccl-tests' -D > 0 runs kernels of its own"),
 ])
 def test_bad_input_one_line_exit_2(args, needle):
     err = one_line_error(run(["-m", "nccl_bench", "bench", "--backend", "gloo", *args]))
@@ -126,6 +128,8 @@ def test_bad_input_one_line_exit_2(args, needle):
     ({"run_cycles": 0}, "-N/--run_cycles"),
     ({"check": -1}, "-c/--check"),
     ({"local_register": 3}, "-R/--local_register must be 0, 1 or 2"),
+    ({"cta_policy": 3}, "-x/--cta_policy must be 0 .default., 1 .efficiency. or 2 .zero., got 3"),
+    ({"device_cta_count": 0}, "-V/--device_cta_count must be 1-128, got 0"),
     ({"warmup_ms": -1}, "--warmup_ms must be 0..60000"),
 ])
 def test_bad_options(kw, needle):

@@ -68,6 +68,15 @@ class BenchOptions:
     local_register: int = option(0, "-R", "--local_register", type=int, help=(
         "register the buffers with NCCL: 0 no, 1 local (ncclCommRegister), 2 symmetric windows (NCCL >= 2.27); "
         "nccl backend only (default 0)"))
+    cta_policy: int | None = option(None, "-x", "--cta_policy", type=int, help=(
+        "NCCL's CTA policy for the communicators (ncclConfig_t.CTAPolicy): 0 default, 1 efficiency, 2 zero (NCCL "
+        ">= 2.28); nccl backend only (default: not set, as nccl-tests)"))
+    device_implementation: int = option(0, "-D", "--device_implementation", type=int, help=(
+        "0, accepted for nccl-tests' command lines: bench measures NCCL's own collectives; nccl-tests' -D N > 0 "
+        "runs kernels of its own on NCCL's device API, which bench does not"))
+    device_cta_count: int = option(16, "-V", "--device_cta_count", type=int, help=(
+        "1-128, accepted for nccl-tests' command lines: the CTAs of its -D kernels, which bench does not run "
+        "(default 16)"))
     agg_iters: int = option(1, "-m", "--agg_iters", type=int, help=(
         "operations launched back to back per timed iteration (default 1); time is per operation"))
     per_iter_timing: int = option(0, "-I", "--per_iter_timing", type=int, help=(
@@ -143,6 +152,11 @@ class BenchOptions:
                              f"got --backend {self.job.backend}")
         if self.local_register not in (0, 1, 2):
             raise UsageError(f"-R/--local_register must be 0, 1 or 2, got {self.local_register}")
+        if self.cta_policy is not None and self.cta_policy not in (0, 1, 2):
+            raise UsageError(f"-x/--cta_policy must be 0 (default), 1 (efficiency) or 2 (zero), got {self.cta_policy}")
+        if self.cta_policy is not None and self.job.backend != "nccl":
+            raise UsageError(f"-x/--cta_policy {self.cta_policy} needs --backend nccl (the policy is NCCL's "
+                             f"communicator config); got --backend {self.job.backend}")
         if self.local_register and self.job.backend != "nccl":
             raise UsageError(f"-R/--local_register {self.local_register} needs --backend nccl "
                              f"(buffer registration is NCCL's); got --backend {self.job.backend}")
@@ -169,6 +183,12 @@ class BenchOptions:
                 raise UsageError(f"{name} {value}: here every GPU is a rank of its own process (nccl-tests' "
                                  f"{name[:2]} {value} runs {value} {theirs}): --nranks {value}, or no flag for every "
                                  "GPU of the node")
+        if self.device_implementation != 0:
+            raise UsageError(f"-D/--device_implementation {self.device_implementation}: nccl-tests' -D > 0 runs "
+                             "kernels of its own on NCCL's device API, which bench does not; bench measures NCCL's "
+                             "collectives (-D 0, nccl-tests' default)")
+        if not 1 <= self.device_cta_count <= 128:
+            raise UsageError(f"-V/--device_cta_count must be 1-128, got {self.device_cta_count}")
         if self.stream_null != 0:
             raise UsageError(f"-y/--stream_null {self.stream_null}: every launch here is on a non-blocking stream of "
                              "the rank's own (nccl-tests' -y 0, its default); the legacy default stream is not offered")

@@ -27,7 +27,8 @@ def _plan(job: GroupJob, o: BenchOptions, init: str, algo: str, counter: int) ->
     ID of the one just destroyed (a bench is not the place for that race: stress and init churn it)."""
     return InitPlan(rank=job.rank, nranks=job.nranks, mode=init, ranks_per_root=o.job.ranks_per_root,
                     counter=counter, store=job.store, local_rank=job.ident.local_rank, algo=ALGOS[algo],
-                    proto=o.proto, blocking=True, namespace=f"{job.namespace}/{counter}", torch_free=o.torch_free)
+                    proto=o.proto, blocking=True, cta_policy=o.cta_policy, namespace=f"{job.namespace}/{counter}",
+                    torch_free=o.torch_free)
 
 
 

@@ -55,6 +55,7 @@ class NcclCommunicator(DeviceSide, Communicator):
         self.nc, self.nb = _nccl()
         self.comm = None
         self.blocking = False
+        self.cta_policy: int | None = None
         self._ops = None
         self.gpu = None  # torch-free: the device's nccl_bench.core.cudadriver.Gpu; None: torch's
 
@@ -101,7 +102,7 @@ class NcclCommunicator(DeviceSide, Communicator):
             self.device = torch.device("cuda", launch.local_device(plan.local_rank, torch.cuda.device_count()))
             torch.cuda.set_device(self.device)
         choose_algorithm(plan)
-        self.blocking = plan.blocking
+        self.blocking, self.cta_policy = plan.blocking, plan.cta_policy
         self.ids_used = exchange_for(plan, self.new_id, deadline)
         self.timings.exchange = self.ids_used.seconds
         if plan.before_create is not None:
@@ -112,7 +113,7 @@ class NcclCommunicator(DeviceSide, Communicator):
         self._op_deadline = deadline
         try:
             self.comm = nc.Communicator.init(plan.nranks, plan.rank, uids if len(uids) > 1 else uids[0],
-                                             nc.NCCLConfig(blocking=self.blocking))
+                                             self._config())
         except self.nb.NCCLError as e:
             raise self._err(CommError, "init", error_name(self.nb, e)) from None
         if not self.blocking:
@@ -120,6 +121,11 @@ class NcclCommunicator(DeviceSide, Communicator):
         self.timings.create = time.perf_counter() - t0
         mark("init")
         self.created = True
+
+    def _config(self):
+        """NCCL's config for this communicator and its splits: blocking or not, and a CTA policy where asked."""
+        policy = {} if self.cta_policy is None else {"cta_policy": self.nc.CTAPolicy(self.cta_policy)}
+        return self.nc.NCCLConfig(blocking=self.blocking, **policy)
 
     def destroy(self) -> None:
         if self.comm is None:
@@ -152,13 +158,14 @@ class NcclCommunicator(DeviceSide, Communicator):
             member = self.rank in ranks
             try:
                 raw = self.comm.split(0 if member else None, ranks.index(self.rank) if member else 0,
-                                      self.nc.NCCLConfig(blocking=self.blocking))
+                                      self._config())
             except self.nb.NCCLError as e:
                 raise self._err(CommError, "split", error_name(self.nb, e)) from None
             child = None
             if member:
                 child = NcclCommunicator()
                 child.comm, child.blocking, child._op_deadline = raw, self.blocking, deadline
+                child.cta_policy = self.cta_policy
                 child.rank, child.nranks, child.device = ranks.index(self.rank), len(ranks), self.device
                 child.gpu, child.created = self.gpu, True
             if not self.blocking:

@@ -26,6 +26,7 @@ class InitPlan:
     algo: str | None = None  # NCCL_ALGO for this communicator (fixed before init)
     proto: str | None = None  # NCCL_PROTO
     blocking: bool = False  # nccl: blocking config (bench -z) instead of nonblocking
+    cta_policy: int | None = None  # nccl: ncclConfig_t.CTAPolicy (bench -x); None: NCCL's default, unset
     namespace: str = "ids"  # store namespace for ID keys (a command may scope its own)
     # Called with the IdExchange between the ID exchange and the create, by backends that
     # exchange IDs themselves (nccl, gloo); raising skips the create (stress --check-ids).
