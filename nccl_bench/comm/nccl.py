@@ -164,10 +164,9 @@ class NcclCommunicator(DeviceSide, Communicator):
             child = None
             if member:
                 child = NcclCommunicator()
-                child.comm, child.blocking, child._op_deadline = raw, self.blocking, deadline
-                child.cta_policy = self.cta_policy
+                child.comm, child.blocking, child.cta_policy = raw, self.blocking, self.cta_policy
                 child.rank, child.nranks, child.device = ranks.index(self.rank), len(ranks), self.device
-                child.gpu, child.created = self.gpu, True
+                child.gpu, child.created, child._op_deadline = self.gpu, True, deadline
             if not self.blocking:
                 (child or self)._settle("split", deadline)
             out.append(child)
