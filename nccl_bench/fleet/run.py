@@ -30,8 +30,9 @@ from nccl_bench.fleet.runoptions import FleetRunOptions
 from nccl_bench.job.cli import Parser, prog
 
 PLAN = "plan.json"  # what the run was asked: a resume must ask the same
-# what a resumed run may change: how it runs, not what it measures
-FREE_ON_RESUME = ("resume", "out", "max_steps", "accept_timeout", "pair_timeout")
+# what a resumed run may change: how it runs, not what it measures (a slow link's pair measured again or not: the
+# pairs are measured the same; a run begun before --remeasure existed resumes)
+FREE_ON_RESUME = ("resume", "out", "max_steps", "accept_timeout", "pair_timeout", "remeasure")
 JOURNAL = "steps.jsonl"  # one line per finished step (its time, its exit): the run's own record
 
 
