@@ -176,6 +176,31 @@ def test_labels_of_steps_at_one_commit_do_not_overlap():
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
 
 
+def test_a_long_history_names_a_readable_number_of_commits_and_always_the_steps():
+    """200 commits once drew 200 overlapping labels (a black band, and 30 s of the report's time): about 16 are
+    named, evenly spaced, and every step's first bad commit among them; a short history names every commit."""
+    from nccl_bench.report.historyplot import LABELLED_COMMITS, labelled
+    assert labelled(6, [3]) == list(range(6))
+    for n, steps in [(200, [150]), (200, [7, 8, 120]), (1000, [5]), (17, [16]), (200, list(range(0, 200, 3)))]:
+        named = labelled(n, steps)
+        assert len(named) <= LABELLED_COMMITS + 1 and named == sorted(set(named)) and 0 <= named[0] <= named[-1] < n
+        assert min(b - a for a, b in zip(named, named[1:])) >= 0.75 * (n - 1) / (LABELLED_COMMITS - 1)
+        if len(steps) < 4:
+            assert set(steps) - {8} <= set(named), (n, steps, named)  # 8: next to the step at 7
+
+
+def test_the_levels_fit_keeps_its_distances_exact():
+    """The fit's distance of every prefix from its median, kept incrementally, is the direct sum (ties and even
+    lengths included)."""
+    import random
+    import statistics
+    rng = random.Random(7)
+    for _ in range(300):
+        xs = [rng.choice([rng.random(), 1.0, 2.0]) for _ in range(rng.randint(1, 25))]
+        direct = [sum(abs(v - statistics.median(xs[:k])) for v in xs[:k]) for k in range(1, len(xs) + 1)]
+        assert history._distances_from_median(xs) == pytest.approx(direct, abs=1e-9)
+
+
 def test_a_real_chain_of_commits_names_the_planted_slowdown_and_nothing_else(tmp_path):
     """Issue 53 in CI time: three real commits in a clone (a comment, a 30 ms sleep planted in the gloo
     create, a comment), `asv run` of the churn on each; the report names the churn at the planted commit

@@ -33,6 +33,7 @@ machine) and the benchmarks' units from asv's benchmarks.json.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -171,15 +172,11 @@ def _levels(y: list[float], threshold: float) -> list[_Level]:
     distance from their level's median (L1 in log space) plus `threshold` per level, so that a level of
     its own must explain more than the threshold does; neighbours within `threshold` joined after."""
     logs = [math.log(v) for v in y]
-
-    def cost(a: int, b: int) -> float:
-        mid = statistics.median(logs[a:b])
-        return sum(abs(v - mid) for v in logs[a:b]) + threshold
-
     best, cut = [0.0] + [math.inf] * len(y), [0] * (len(y) + 1)
+    costs = [_distances_from_median(logs[a:]) for a in range(len(y))]  # costs[a][b - a - 1]: logs[a:b]
     for b in range(1, len(y) + 1):
         for a in range(b):
-            if (c := best[a] + cost(a, b)) < best[b]:
+            if (c := best[a] + (costs[a][b - a - 1] + threshold)) < best[b]:
                 best[b], cut[b] = c, a
     bounds, b = [], len(y)
     while b > 0:
@@ -191,6 +188,33 @@ def _levels(y: list[float], threshold: float) -> list[_Level]:
             a = levels.pop().start
         levels.append(_Level(a, b, statistics.median(y[a:b])))
     return levels
+
+
+def _distances_from_median(xs: list[float]) -> list[float]:
+    """sum(|x - median|) of every prefix xs[:k], k = 1..len(xs), in O(n log n) rather than a median and a sum
+    per prefix (the judge's fit was cubic in the commits, 5.7 s of a 60-commit report): two heaps hold the
+    lower and upper halves and their sums; any value between the two middle ones is as near as the median."""
+    lower, upper, lo_sum, up_sum, out = [], [], 0.0, 0.0, []  # lower: negated, a max-heap; len >= len(upper)
+    for x in xs:
+        if lower and x > -lower[0]:
+            heapq.heappush(upper, x)
+            up_sum += x
+        else:
+            heapq.heappush(lower, -x)
+            lo_sum += x
+        if len(lower) > len(upper) + 1:
+            v = -heapq.heappop(lower)
+            lo_sum -= v
+            heapq.heappush(upper, v)
+            up_sum += v
+        elif len(upper) > len(lower):
+            v = heapq.heappop(upper)
+            up_sum -= v
+            heapq.heappush(lower, -v)
+            lo_sum += v
+        mid = -lower[0]
+        out.append(max(up_sum - lo_sum + mid * (len(lower) - len(upper)), 0.0))
+    return out
 
 
 def _neighbour_changes(y: list[float], levels: list[_Level], lo: int = 0, hi: int | None = None) -> list[float]:

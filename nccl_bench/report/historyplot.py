@@ -14,6 +14,24 @@ from nccl_bench.core.figures import MARKERS, PALETTE, figure, save
 
 PANEL_SPLIT = 8  # more series than this: one panel per value of the first parameter
 MAX_PANEL_COLUMNS = 3
+# Commits named on the x axis: past about 16 their labels overlap in a panel 5 inches wide, and drawing a tick per
+# commit was most of the report's time (200 commits: 30 s, the labels a black band). The steps' commits always.
+LABELLED_COMMITS = 16
+MARKED_COMMITS = 40  # more commits than this: lines without a marker per commit
+
+
+def labelled(n: int, steps, most: int = LABELLED_COMMITS) -> list[int]:
+    """The commits (indices of n) named on the x axis: all of them when n <= most; else the steps' first bad
+    commits, then the first and the last, then evenly spaced ones, each only if no named one is nearer than
+    three quarters of the even spacing (about `most` in all, however many steps)."""
+    if n <= most:
+        return list(range(n))
+    gap, chosen = 0.75 * (n - 1) / (most - 1), []
+    evenly = [round(k * (n - 1) / (most - 1)) for k in range(most)]
+    for x in [*sorted(set(steps)), 0, n - 1, *evenly]:
+        if all(abs(x - c) >= gap for c in chosen):
+            chosen.append(x)
+    return sorted(chosen)
 
 
 def _panels(series) -> dict[str, list]:
@@ -45,7 +63,8 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
             unit = unit or s.unit
             xs = [i for i, v in enumerate(s.values) if v is not None]
             ys = [s.values[i] for i in xs]
-            ax.plot(xs, ys, color=PALETTE[k % len(PALETTE)], marker=MARKERS[k % len(MARKERS)], ms=3.5, lw=1.2,
+            marker = MARKERS[k % len(MARKERS)] if len(commits) <= MARKED_COMMITS else None
+            ax.plot(xs, ys, color=PALETTE[k % len(PALETTE)], marker=marker, ms=3.5, lw=1.2,
                     ls=("-", "--", ":")[k // len(PALETTE) % 3], label=_label(s, panel))
             for (params, sha), r in bad.items():
                 if params == s.params:
@@ -64,9 +83,12 @@ def benchmark(history, machine: str, name: str, path: Path) -> Path:
         if values and max(values) / min(values) > 20:
             ax.set_yscale("log")
         ax.set_title(panel or name.rsplit(".", 1)[-1], fontsize=9)
-        ax.set_xticks(range(len(commits)))
-        ax.set_xticklabels([c.short for c in commits], rotation=45, ha="right", fontsize=7)
+        named = labelled(len(commits), [x_of[sha] for _, sha in bad])
+        ax.set_xticks(named)
+        ax.set_xticklabels([commits[i].short for i in named], rotation=45, ha="right", fontsize=7)
         ax.set_xlim(-0.3, len(commits) - 0.7)
+        if len(named) < len(commits):
+            ax.set_xlabel(f"{len(named)} of {len(commits)} commits named", fontsize=7)
         ax.set_ylabel(unit or "value")
         ax.legend(fontsize=6 if len(series) > 6 else 7, ncol=2 if len(series) > 10 else 1, loc="best")
     for ax in list(axes.flat)[len(panels):]:
