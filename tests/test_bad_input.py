@@ -18,6 +18,7 @@ from helpers import REPO, one_line_error, run
 
 FIX = REPO / "tests" / "fixtures"
 ACCEPT = REPO / "results" / "h100x1" / "accept" / "accept_golden.json"  # a real accept file, written on an H100
+LOCATE = REPO / "results" / "h200x2" / "locate" / "locate_healthy.json"  # a real locate file, 2 x H200
 BENCH = ["-m", "nccl_bench", "bench", "-b", "8", "-e", "8", "-n", "1", "-w", "0"]
 
 
@@ -125,6 +126,9 @@ CASES = [
                                                   "--fail-on-regression", "--out", "{tmp}/r"], {}, {},
      "nothing in common to compare: this run holds nccl on 1 x NVIDIA H200: alltoall [default, regular] 1K-1M; the "
      "compared run nccl on 1 x NVIDIA H200: all_reduce"),
+    ("report: a locate pair of rank 10^9", ["-m", "nccl_bench", "report", "{tmp}/far.json", "--out", "{tmp}/r"],
+     {"far.json": lambda: doc_with(LOCATE, lambda d: d["rows"][0].update(dst=10 ** 9))}, {},
+     "far.json: this locate result holds what its section cannot read (ValueError: rank 1000000000 in its pairs"),
     ("report: a file where a folder of results was meant", ["-m", "nccl_bench", "report", "{tmp}/empty"],
      {"empty/.keep": lambda: ""}, {}, "a folder with no result files in it"),
     ("report: an accept file whose profile is a list", ["-m", "nccl_bench", "report", "{tmp}/a.json", "--out",

@@ -172,3 +172,26 @@ def test_agents_on_one_machine_without_hostid_are_one_nccl_host_and_the_launcher
     text = "".join(o + e for _, o, e in got)
     assert "locate: 2 ranks on 1 node(s)" in text, text[-3000:]
     assert "the launcher says 2 node(s) (GROUP_RANK=0, GROUP_RANK=1), NCCL sees 1 host(s)" in text, text[-3000:]
+
+
+def test_past_16_ranks_the_terminal_shows_each_class_and_the_slowest_pairs_not_a_column_per_rank(tmp_path):
+    """64 ranks (8 nodes of 8) once printed 64 columns, over 400 characters a line: one line per class of pair
+    and the slowest pairs now, the whole matrix in the JSON and the heatmap, which stops growing past 32 ranks."""
+    from nccl_bench.core.figures import MAX_HEATMAP_INCHES, pair_heatmap
+    from nccl_bench.locate import pairtable
+    n, rows = 64, []
+    for s, d in itertools.permutations(range(n), 2):
+        same = s // 8 == d // 8
+        busbw = (40.0 if same else 20.0) * (0.3 if (s, d) == (9, 17) else 1.0)
+        rows.append({"src": s, "dst": d, "class": "same node" if same else "network", "busbw": busbw,
+                     "ratio": busbw / (40.0 if same else 20.0), "slow": (s, d) == (9, 17)})
+    lines = pairtable.lines(rows, n)
+    assert max(len(line) for line in lines) <= 120 and len(lines) == 2 + 2 + 1 + pairtable.SLOWEST + 1, lines
+    assert any(line.split()[:2] == ["network", str(56 * 64)] and "9>17" in line for line in lines), lines
+    assert lines[-1 - pairtable.SLOWEST] == "  9>17: 6 GB/s, 0.30 x", lines
+    small = pairtable.lines(rows[:12], 4)  # 4 ranks: the whole matrix, a column per rank
+    assert small[0].split() == ["src\\dst", "0", "1", "2", "3"], small
+    png = pair_heatmap([(r["src"], r["dst"], r["ratio"], r["slow"]) for r in rows], n, "64 ranks", tmp_path / "m.png")
+    width, height = int.from_bytes(png.read_bytes()[16:20], "big"), int.from_bytes(png.read_bytes()[20:24], "big")
+    assert max(width, height) <= MAX_HEATMAP_INCHES * 110 * 1.1, (width, height)
+

@@ -35,23 +35,29 @@ def save(fig, path: Path) -> Path:
     return path
 
 
+TEXT_IN_CELLS = 32  # ranks up to which each cell prints its ratio; past that the figure stops growing
+MAX_HEATMAP_INCHES = 20  # about 2,200 pixels a side at the figures' 110 dpi, however many ranks
+
+
 def pair_heatmap(cells: list[tuple[int, int, float, bool]], n: int, title: str, path: Path) -> Path:
     """A rank-by-rank matrix (rows send, columns receive): each cell (src, dst, ratio, outlined) is a pair's
-    bandwidth over its class median, printed in it; outlined cells are the suspects."""
+    bandwidth over its class median, printed in it up to TEXT_IN_CELLS ranks; outlined cells are the suspects."""
     import numpy as np
     from matplotlib.patches import Rectangle
     grid = np.full((n, n), np.nan)
     for src, dst, ratio, _ in cells:
         grid[src, dst] = ratio
-    fig, ax = figure(figsize=(1.2 + 0.55 * n, 1.0 + 0.5 * n))
+    fig, ax = figure(figsize=(min(1.2 + 0.55 * n, MAX_HEATMAP_INCHES), min(1.0 + 0.5 * n, MAX_HEATMAP_INCHES)))
     im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=max(1.2, float(np.nanmax(grid)) if cells else 1.2))
     for src, dst, ratio, outlined in cells:
-        ax.text(dst, src, f"{ratio:.2f}", ha="center", va="center", fontsize=7,
-                color="white" if ratio < 0.6 else "black")
+        if n <= TEXT_IN_CELLS:
+            ax.text(dst, src, f"{ratio:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if ratio < 0.6 else "black")
         if outlined:
             ax.add_patch(Rectangle((dst - 0.5, src - 0.5), 1, 1, fill=False, edgecolor="#D55E00", lw=2))
-    ax.set_xticks(range(n))
-    ax.set_yticks(range(n))
+    every = -(-n // TEXT_IN_CELLS)  # past TEXT_IN_CELLS ranks, every k-th rank named
+    ax.set_xticks(range(0, n, every))
+    ax.set_yticks(range(0, n, every))
     ax.set_xlabel("receiving rank")
     ax.set_ylabel("sending rank")
     ax.set_title(title, fontsize=9)

@@ -223,7 +223,7 @@ def _links() -> dict:
 
 
 def report(o: LocateOptions, job, rows, steps, found, checks, nodes, local, why) -> int:
-    from tabulate import tabulate
+    from nccl_bench.locate import pairtable
     for s in found:
         for r in s["ranks"]:
             c = checks[r] if r < len(checks) else {}
@@ -232,12 +232,9 @@ def report(o: LocateOptions, job, rows, steps, found, checks, nodes, local, why)
             for k, v in (c.get("counters") or {}).items():
                 s["evidence"].append(f"{S.where(r, nodes, local)} {k} +{v:,} during the run")
     n = job.nranks
-    grid = [[f"{x['busbw']:.3g}" for x in sorted((r for r in rows if r["src"] == s), key=lambda r: r["dst"])]
-            for s in range(n)]
-    body = [[s, *(row[:s] + ["-"] + row[s:])] for s, row in enumerate(grid)]
-    print(f"locate: {n} ranks on {len(set(nodes))} node(s), {o.nbytes} B per pair, {o.job.backend}; "
-          "busbw GB/s, rows send, columns receive")
-    print(tabulate(body, headers=["src\\dst", *range(n)], tablefmt="simple", disable_numparse=True))
+    print(f"locate: {n} ranks on {len(set(nodes))} node(s), {o.nbytes} B per pair, {o.job.backend}; busbw GB/s"
+          + (", rows send, columns receive" if n <= pairtable.MAX_MATRIX_RANKS else ""))
+    print("\n".join(pairtable.lines(rows, n, o.picture)))
     for st in steps:
         print(f"bisection step {st['step']}: " + "; ".join(
             f"ranks {g['members']} {g['busbw']:.3g} GB/s" + (f", {g['wrong']} wrong" if g["wrong"] else "")

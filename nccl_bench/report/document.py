@@ -226,7 +226,9 @@ class Report:
         from nccl_bench.report.nodesections import locate_lines
         self.add(heading("locate"), "")
         for res in results:
-            self.add(*locate_lines(res, md_table, self.out))
+            lines, pictures = locate_lines(res, md_table, self.out)
+            self.add(*lines)
+            self.images += pictures
 
     def section_replay(self, results) -> None:
         from nccl_bench.report.kindsections import replay_lines
