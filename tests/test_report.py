@@ -382,3 +382,18 @@ def test_a_long_read_says_where_it_stands(capsys, monkeypatch):
     reading.done(4)
     out = capsys.readouterr().out.splitlines()
     assert out == ["report: read 2 of 4 files (6 s)", "report: read 4 files in 13 s; writing the report"], out
+
+
+def test_a_locate_files_lists_are_shown_bounded_whatever_their_length(tmp_path):
+    """A locate file of 300,000 suspects and per-rank checks (its word, unchecked by any job) made a 27 MB
+    report.md: at most 100 suspects are listed, the rest counted, and a check per rank up to 4,096 ranks."""
+    doc = json.loads((REPO / "results" / "h200x2" / "locate" / "locate_healthy.json").read_text())
+    doc["meta"].update(checks=[{"gpu": {"copy_GBps": 1.0}}] * 300_000,
+                       suspects=[{"who": "rank 1", "evidence": ["slow"]}] * 300_000)
+    (tmp_path / "many.json").write_text(json.dumps(doc))
+    proc = run(["-m", "nccl_bench", "report", str(tmp_path / "many.json"), "--out", str(tmp_path / "r")], timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert text.count("- SUSPECT rank 1: slow") == 100 and "- and 299900 more suspect(s) in the file" in text
+    assert len(text) < 1_000_000, len(text)
+    assert "(1 plot(s))" in proc.stdout, proc.stdout  # the pair heatmap, counted

@@ -23,7 +23,8 @@ def accept_lines(res, table) -> list[str]:
     return out + [table(body, ["result", "check", "measured", "required", "detail"]), ""]
 
 
-MAX_LOCATE_RANKS = 4096  # a pair matrix of more ranks is no job's (16 M cells already)
+MAX_LOCATE_RANKS = 4096  # a pair matrix of more ranks is no job's (16 M cells already); a check per rank
+MAX_SUSPECTS_LISTED = 100  # a file's word: a run names a few (a rank, a node, a pair)
 
 
 def locate_lines(res, table, out_dir: Path) -> tuple[list[str], list[Path]]:
@@ -31,11 +32,14 @@ def locate_lines(res, table, out_dir: Path) -> tuple[list[str], list[Path]]:
     m = res.meta
     nodes = m.get("nodes") or []
     out = [f"### {res.given}: {m.get('verdict', '?')} ({len(nodes)} rank(s) on {len(set(nodes))} node(s))", ""]
-    for s in m.get("suspects") or []:
+    suspects = m.get("suspects") or []
+    for s in suspects[:MAX_SUSPECTS_LISTED]:
         out.append(f"- SUSPECT {s.get('who')}: " + "; ".join(s.get("evidence") or []))
+    if len(suspects) > MAX_SUSPECTS_LISTED:
+        out.append(f"- and {len(suspects) - MAX_SUSPECTS_LISTED} more suspect(s) in the file")
     if m.get("single_rank"):
         out.append("- one rank: no pair or half to compare; the GPU was checked on its own")
-    checks = [(r, c.get("gpu") or {}) for r, c in enumerate(m.get("checks") or []) if c]
+    checks = [(r, c.get("gpu") or {}) for r, c in enumerate((m.get("checks") or [])[:MAX_LOCATE_RANKS]) if c]
     rows = [[r, _n(g.get("copy_GBps")), _n(g.get("h2d_GBps")), _n(g.get("d2h_GBps")), g.get("why", "")]
             for r, g in checks if g]
     if rows:
