@@ -78,7 +78,7 @@ def asv_run(clone: Path, results: Path, benches: list[str], log) -> int:
 
 def report(results: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nccl_bench", "report", str(machine_dir(results)), "--out", str(out),
-                           "--fail-on-regression"], cwd=REPO, capture_output=True, text=True, timeout=300)
+                           "--fail-on-regression", "--no-plots"], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def spreads(results: Path) -> list[tuple[str, float, int]]:

@@ -54,9 +54,10 @@ def test_a_planted_step_is_named_with_its_commit_and_benchmark_and_nothing_else(
 
 def test_without_the_step_nothing_is_named_and_the_gate_passes(tmp_path):
     asvhistory.make(tmp_path / "asv", commits=6)
-    proc = report(str(tmp_path / "asv" / asvhistory.MACHINE), "--out", str(tmp_path / "r"), "--fail-on-regression")
+    proc = report(str(tmp_path / "asv" / asvhistory.MACHINE), "--out", str(tmp_path / "r"), "--fail-on-regression",
+                  "--no-plots")  # a CI gate: the verdict alone
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert not regression_lines(proc.stdout)
+    assert not regression_lines(proc.stdout) and not list((tmp_path / "r").glob("*.png"))
     assert "0 regression(s)" in proc.stdout
     assert "No regression." in (tmp_path / "r" / "report.md").read_text()
 
@@ -66,7 +67,7 @@ def test_asv_own_files_are_read_for_what_they_say(tmp_path):
     asvhistory.make(tmp_path / "asv", commits=2, only="init.InitLatency.track_median")
     files = sorted(str(p) for p in (tmp_path / "asv" / asvhistory.MACHINE).glob("*.json"))
     assert any(f.endswith("machine.json") for f in files)
-    proc = report(*files, str(tmp_path / "asv" / "benchmarks.json"), "--out", str(tmp_path / "r"))
+    proc = report(*files, str(tmp_path / "asv" / "benchmarks.json"), "--out", str(tmp_path / "r"), "--no-plots")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = (tmp_path / "r" / "report.md").read_text()
     assert "asv-machine" in text and "asv-benchmarks" in text and "## History (asv)" in text
@@ -78,7 +79,7 @@ def test_versions_stamped_by_the_asv_plugin_are_shown(tmp_path):
         doc = json.loads(path.read_text())
         doc["nccl_bench_versions"] = {"torch": "2.11.0+cu130", "nccl": "2.28.9", "driver": "580.159.04"}
         path.write_text(json.dumps(doc))
-    proc = report(str(tmp_path / "asv"), "--out", str(tmp_path / "r"))
+    proc = report(str(tmp_path / "asv"), "--out", str(tmp_path / "r"), "--no-plots")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch 2.11.0+cu130, nccl 2.28.9, driver 580.159.04" in (tmp_path / "r" / "report.md").read_text()
 

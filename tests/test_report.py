@@ -87,8 +87,9 @@ def test_compare_with_itself_reports_no_change(tmp_path):
 def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
     slower = doctored(FIX / "bench_gloo.json", tmp_path / "bench_slower.json", lower_busbw)
     out = tmp_path / "rep"
-    proc = report(slower, "--compare", FIX / "bench_gloo.json", "--out", out)
+    proc = report(slower, "--compare", FIX / "bench_gloo.json", "--out", out, "--no-plots")  # the figures: above
     assert proc.returncode == 0, proc.stderr
+    assert "(0 plot(s))" in proc.stdout and not list(out.glob("*.png")) and "![" not in (out / "report.md").read_text()
     rows = compare.bench(records.load_all([str(slower)]), records.load_all([str(FIX / "bench_gloo.json")]))
     assert rows and all(r["verdict"] == "regression" and math.isclose(r["ratio"], 0.9) for r in rows)
     assert f"{len(rows)} regression(s), 0 improvement(s)" in proc.stdout
@@ -100,10 +101,10 @@ def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
     assert all(r["verdict"] == "improvement" for r in back)
     # for CI: the same comparison exits 1 with --fail-on-regression, after writing its report
     strict = report(slower, "--compare", FIX / "bench_gloo.json", "--out", tmp_path / "strict",
-                    "--fail-on-regression")
+                    "--fail-on-regression", "--no-plots")
     assert strict.returncode == 1 and (tmp_path / "strict" / "report.md").exists(), strict.stderr
     calm = report(FIX / "bench_gloo.json", "--compare", FIX / "bench_gloo.json", "--out", tmp_path / "calm",
-                  "--fail-on-regression")
+                  "--fail-on-regression", "--no-plots")
     assert calm.returncode == 0, calm.stderr
 
 

@@ -38,6 +38,8 @@ def parser() -> Parser:
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when --compare flags a regression, or asv's step detection finds one in the "
                    "history (the report is written first), for CI")
+    p.add_argument("--no-plots", action="store_true",
+                   help="report.md without PNGs: the verdicts and tables alone, in a fraction of the time (a CI gate)")
     return p
 
 
@@ -47,6 +49,7 @@ class ReportOptions:
     compare: list[str] = field(default_factory=list)
     out: str | None = None
     fail_on_regression: bool = False
+    plots: bool = True
 
     def __post_init__(self):
         if not self.files:
@@ -142,7 +145,8 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"report: give a result FILE (there is no run under {RUNS} to default to)")
         print(f"report: reading the latest run, {latest}")
         a.files = [str(latest)]
-    opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression)
+    opts = ReportOptions(files=a.files, compare=a.compare, out=a.out, fail_on_regression=a.fail_on_regression,
+                         plots=not a.no_plots)
     reading = Reading()
     mine = records.load_all(opts.files, need_rows=False, progress=reading, rounds=reading.rounds)  # all checked
     others = records.load_all(opts.compare, progress=reading, rounds=reading.rounds)  # before writing

@@ -42,7 +42,7 @@ def write(doc, by_kind, md_table, _num) -> None:
                    ["collective", "series", "placement", "size (B)", "busbw compared", "busbw this",
                     "ratio", "verdict"]), "", "</details>", "")
             for name in dict.fromkeys(r["collective"] for r in rows):
-                doc.image(plot.compare_bench(rows, name, title, doc.out / f"compare-bench-{name}.png"),
+                doc.image(lambda p, name=name: plot.compare_bench(rows, name, title, p), f"compare-bench-{name}.png",
                           f"busbw ratio {name}")
             if not rows:
                 doc.add("No (collective, algo, init, size) in common.", "")
@@ -61,7 +61,7 @@ def write(doc, by_kind, md_table, _num) -> None:
             ylabel = {"init": "median time ratio (this / compared; > 1 is slower)",
                       "stress": "ratio of medians (this / compared)",
                       "asv": "value ratio (this / compared)"}[kind]
-            doc.image(plot.compare_bars(drawn, kind, ylabel, title, doc.out / f"compare-{kind}.png"),
+            doc.image(lambda p: plot.compare_bars(drawn, kind, ylabel, title, p), f"compare-{kind}.png",
                       f"{kind} ratios")
     doc.add(f"**Comparison verdict: {doc.flagged['regression']} regression(s), "
             f"{doc.flagged['improvement']} improvement(s)** beyond the measured spread"

@@ -53,7 +53,12 @@ class Report:
     def add(self, *lines: str) -> None:
         self.lines.extend(lines)
 
-    def image(self, path: Path, alt: str) -> None:
+    def image(self, draw, name: str, alt: str) -> None:
+        """`draw(path)` draws a PNG at out/name, linked here; with --no-plots nothing is drawn (the figures are
+        most of a report's time: 5 history figures, 8 of its 10 s)."""
+        if not self.opts.plots:
+            return
+        path = draw(self.out / name)
         self.images.append(path)
         self.add(f"![{alt}]({path.name})", "")
 
@@ -76,7 +81,8 @@ class Report:
 
     def header(self) -> None:
         cmd = "python -m nccl_bench report " + " ".join(self.opts.files) + (
-            " --compare " + " ".join(self.opts.compare) if self.opts.compare else "")
+            " --compare " + " ".join(self.opts.compare) if self.opts.compare else "") + (
+            "" if self.opts.plots else " --no-plots")
         self.add("# nccl-bench report", "",
                  f"Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `{cmd}` (nccl-bench {git_sha() or '?'}).", "",
                  "## Inputs", "")
@@ -98,12 +104,12 @@ class Report:
                  "for the machine. Bandwidths in GB/s (1e9 B/s), times in µs, as nccl-tests.", "")
         collectives = list(dict.fromkeys(r["collective"] for res in results for r in res.rows))
         for name in collectives:
-            self.image(plot.busbw(results, name, self.out / f"busbw-{name}.png"), f"busbw {name}")
+            self.image(lambda p, name=name: plot.busbw(results, name, p), f"busbw-{name}.png", f"busbw {name}")
         small = [c for c in collectives
                  if any(r["size"] <= plot.SMALL_BYTES for res in results for r in res.rows if r["collective"] == c)]
         if small:
             self.add("### Latency at small sizes", "")
-            self.image(plot.latency(results, small, self.out / "latency.png"), "latency at small sizes")
+            self.image(lambda p: plot.latency(results, small, p), "latency.png", "latency at small sizes")
         for res in results:
             self.add(f"### {res.given}", "")
             summary, detail = [], []
@@ -134,9 +140,8 @@ class Report:
         from nccl_bench.records import init as initrows
         self.add(heading("init"), "",
                  "Boxes: ok inits of measured rounds, every rank; failed inits are counted under each mode.", "")
-        self.image(plot.init_phases(results, list(initrows.phases_in([r for res in results for r in res.rows])),
-                                    self.out / "init-phases.png"),
-                   "init time per phase and mode")
+        phases = list(initrows.phases_in([r for res in results for r in res.rows]))
+        self.image(lambda p: plot.init_phases(results, phases, p), "init-phases.png", "init time per phase and mode")
         for res in results:
             body = [[s["mode"], s["phase"], s["n"], *(_num(None if s[k] is None else s[k] * 1e3) for k in
                                                       ("median", "p90", "p99", "max"))]
@@ -172,8 +177,8 @@ class Report:
             self.add(f"### {res.given}", "")
             if res.damaged:
                 self.add("Lines cut short by an interrupted write, skipped: " + ", ".join(map(str, res.damaged)), "")
-            self.image(timeline.stress_timeline(res, self.out / f"stress-timeline-{_slug(res.path.stem)}.png"),
-                       f"stress timeline {res.path.name}")
+            self.image(lambda p, res=res: timeline.stress_timeline(res, p),
+                       f"stress-timeline-{_slug(res.path.stem)}.png", f"stress timeline {res.path.name}")
             modes = list(dict.fromkeys(r["mode"] for r in res.rows))
             body = [[s["mode"], s["rounds"], s["ok"], s["hangs"], s["errors"], s["wrong"], s["stale_caught"],
                      _num(s["init_p50_ms"], 1), _num(s["init_p99_ms"], 1), _num(s["rounds_per_s"])]
@@ -223,12 +228,14 @@ class Report:
             self.add(*accept_lines(res, md_table))
 
     def section_locate(self, results) -> None:
-        from nccl_bench.report.nodesections import locate_lines
+        from nccl_bench.report.nodesections import locate_heatmap, locate_lines
         self.add(heading("locate"), "")
         for res in results:
-            lines, pictures = locate_lines(res, md_table, self.out)
-            self.add(*lines)
-            self.images += pictures
+            self.add(*locate_lines(res, md_table))
+            if res.rows:
+                self.image(lambda p, res=res: locate_heatmap(res, p), f"locate-{res.path.stem}.png",
+                           f"pair matrix {res.path.name}")
+                self.add("")
 
     def section_replay(self, results) -> None:
         from nccl_bench.report.kindsections import replay_lines

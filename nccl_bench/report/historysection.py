@@ -35,7 +35,7 @@ def write(doc, h: history.History, table, num) -> None:
         for name in h.benchmarks(machine):
             series = h.of(machine, name)
             slug = f"{machine}-{name}".replace("/", "_")
-            doc.image(historyplot.benchmark(h, machine, name, doc.out / f"history-{slug}.png"),
+            doc.image(lambda p, name=name: historyplot.benchmark(h, machine, name, p), f"history-{slug}.png",
                       f"{name} on {machine} across commits")
             body = [[s.params or "-", *(num(v, 6) for v in s.values[-COLUMNS:])] for s in series]
             doc.add(f"<details><summary>{name} ({series[0].unit or 'no unit'}), {len(series)} parameter "

@@ -27,8 +27,8 @@ MAX_LOCATE_RANKS = 4096  # a pair matrix of more ranks is no job's (16 M cells a
 MAX_SUSPECTS_LISTED = 100  # a file's word: a run names a few (a rank, a node, a pair)
 
 
-def locate_lines(res, table, out_dir: Path) -> tuple[list[str], list[Path]]:
-    """The section's lines for one locate file, and the pictures drawn for it."""
+def locate_lines(res, table) -> list[str]:
+    """The section's lines for one locate file (its heatmap: locate_heatmap)."""
     m = res.meta
     nodes = m.get("nodes") or []
     out = [f"### {res.given}: {m.get('verdict', '?')} ({len(nodes)} rank(s) on {len(set(nodes))} node(s))", ""]
@@ -44,17 +44,17 @@ def locate_lines(res, table, out_dir: Path) -> tuple[list[str], list[Path]]:
             for r, g in checks if g]
     if rows:
         out += ["", table(rows, ["rank", "device copy GB/s", "host to device GB/s", "device to host GB/s", "note"])]
-    if res.rows:
-        from nccl_bench.core.figures import pair_heatmap
-        n = 1 + max(max(r["src"], r["dst"]) for r in res.rows)  # the pairs' ranks, never the file's word for them
-        if n > MAX_LOCATE_RANKS:
-            raise ValueError(f"rank {n - 1} in its pairs, more than one job's {MAX_LOCATE_RANKS} ranks")
-        cells = [(r["src"], r["dst"], r["ratio"], r["slow"]) for r in res.rows]
-        pic = pair_heatmap(cells, n, f"locate: busbw / class median ({res.path.name})",
-                           out_dir / f"locate-{res.path.stem}.png")
-        out += ["", f"![pair matrix {res.path.name}]({pic.name})"]
-        return out + [""], [pic]
-    return out + [""], []
+    return out + [""]
+
+
+def locate_heatmap(res, path: Path) -> Path:
+    """The pair matrix of a locate file with pairs, drawn at `path`."""
+    from nccl_bench.core.figures import pair_heatmap
+    n = 1 + max(max(r["src"], r["dst"]) for r in res.rows)  # the pairs' ranks, never the file's word for them
+    if n > MAX_LOCATE_RANKS:
+        raise ValueError(f"rank {n - 1} in its pairs, more than one job's {MAX_LOCATE_RANKS} ranks")
+    cells = [(r["src"], r["dst"], r["ratio"], r["slow"]) for r in res.rows]
+    return pair_heatmap(cells, n, f"locate: busbw / class median ({res.path.name})", path)
 
 
 def _g(v) -> str:
