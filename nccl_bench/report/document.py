@@ -235,7 +235,6 @@ class Report:
             if res.rows:
                 self.image(lambda p, res=res: locate_heatmap(res, p), f"locate-{res.path.stem}.png",
                            f"pair matrix {res.path.name}")
-                self.add("")
 
     def section_replay(self, results) -> None:
         from nccl_bench.report.kindsections import replay_lines
