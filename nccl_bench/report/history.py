@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 THRESHOLD = 0.05  # asv's regressions_thresholds default: steps under 5 % are not named
 WINDOW = 5  # commits either side of a step whose runs judge it
 NOISE_FLOOR = 0.001  # no series is steadier than this, whatever its few runs say
-JUDGED = 60  # the newest commits of a series that are judged (the fit is cubic in their number)
+JUDGED = 60  # the newest commits of a series that are judged (the fit is quadratic in their number)
 
 
 @dataclass(frozen=True)
