@@ -16,6 +16,7 @@ from nccl_bench.core.errors import UsageError
 from stress import failpoint
 from stress.ledger import Ledger
 from stress.summary import render
+from stress.options import duration_words
 
 SHOWN_FAILURES = 20  # per mode; the journal has them all
 
@@ -23,7 +24,8 @@ SHOWN_FAILURES = 20  # per mode; the journal has them all
 def announce_lines(opts, nranks: int, journal_path, resume: bool, restart: int, done: int, todo: int) -> list[str]:
     """What rank 0 says before the first round."""
     o, j = opts, opts.job
-    out = [f"stress: {j.backend} x{nranks}, init {','.join(j.init)}, {o.rounds} rounds per mode, "
+    per_mode = f"{o.rounds} rounds per mode" + (f" for at most {duration_words(o.duration)} each" if o.duration else "")
+    out = [f"stress: {j.backend} x{nranks}, init {','.join(j.init)}, {per_mode}, "
            f"skew-max {o.skew_max:g} s (seed {o.seed}), deadline {j.timeout:g} s, "
            f"verify {o.collective} {o.bytes} B, ranks-per-root {j.ranks_per_root}, scenario {o.scenario}"
            + (", check-ids" if o.check_ids else "")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ from nccl_bench.job.runner import guarded
 from nccl_bench.job.spec import JobSpec, WorkerRef
 from nccl_bench.comm.scenario import SCENARIOS
 from stress import inject, journal, schedule
-from stress.options import COLLECTIVES, ON_FAILURE, Injection, StressOptions, default_timeout
+from stress.options import (COLLECTIVES, MAX_ROUNDS, ON_FAILURE, ROUNDS_PER_S_BOUND, Injection, StressOptions,
+                            default_timeout, parse_duration)
 from stress.journallock import JournalOwner, inherited as owner_inherited
 
 
@@ -28,7 +30,11 @@ def parser() -> Parser:
         "init": "regular | stock | scoped | all (each in turn, compared)",
         "ranks_per_root": "ranks per unique-ID root (default 1: every rank a root, as in the seed)",
         "timeout": "per-round deadline, s (default 3 on GPU backends, 2 on gloo)"})
-    p.add_argument("--rounds", type=int, default=100, help="rounds per init mode (default 100)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="rounds per init mode (default 100; with --duration, 100 a second of it)")
+    p.add_argument("--duration", default=None, metavar="TIME",
+                   help="run each init mode this long at most (90, 30m, 72h, 3d), its --rounds at most: the mode "
+                        "ends after the round in flight, and the run with its summary and verdict")
     p.add_argument("--skew-max", type=float, default=0.05, help="max random sleep per rank before init, s (0.05)")
     p.add_argument("--seed", type=int, default=0, help="skew schedule seed (default 0)")
     p.add_argument("--collective", default="all_reduce", help="verification op: " + ", ".join(COLLECTIVES))
@@ -69,7 +75,11 @@ def parser() -> Parser:
 
 
 def options(a) -> StressOptions:
-    return StressOptions(job_options(a, allow_all=True, default_timeout=default_timeout), rounds=a.rounds,
+    duration = parse_duration(a.duration) if a.duration is not None else None
+    rounds = a.rounds if a.rounds is not None else (
+        100 if duration is None else min(MAX_ROUNDS, max(1, math.ceil(duration * ROUNDS_PER_S_BOUND))))
+    return StressOptions(job_options(a, allow_all=True, default_timeout=default_timeout), rounds=rounds,
+                         duration=duration,
                          skew_max=a.skew_max, seed=a.seed, collective=a.collective,
                          bytes=parse_size(a.bytes, "--bytes"),
                          on_failure=a.on_failure, resume=a.resume, summary_json=a.summary_json,

@@ -37,7 +37,7 @@ class Deadlines:
 class JudgedRound:
     """Runs round after round on this rank; `one` returns each round's row (rank 0 journals it)."""
 
-    def __init__(self, job, opts: StressOptions, deadlines: Deadlines, history: History, restart: int, plan):
+    def __init__(self, job, opts: StressOptions, deadlines: Deadlines, history: History, restart: int):
         self.job, self.opts, self.deadlines, self.history, self.restart = job, opts, deadlines, history, restart
         self.n = job.nranks
         self.verify = Verification(opts.collective, opts.bytes, job.rank, self.n)
@@ -45,7 +45,8 @@ class JudgedRound:
         self.device = launch.local_device(job.ident.local_rank, gpu_count()) if opts.job.backend != "gloo" else None
         self.sweeper = Sweeper(job.store.raw, opts.destroys_in_flight or 0)
         self.everyone = peers.Peers(peers.me(job), [])
-        self.groups = scenario.Groups(list(plan), scenario_group_size(opts)) if opts.scenario == "same-group" else None
+        self.groups = scenario.Groups(plans.mode_of(opts), scenario_group_size(opts)) if opts.scenario == "same-group" \
+            else None
         self.last_missing: tuple[int, list[int]] = (0, [])  # the last round's seq and the ranks its gather missed
         self.judged: tuple[list, dict] = ([], {})  # the last round's judge inputs (missing, context)
 
@@ -71,6 +72,8 @@ class JudgedRound:
             rec.sample = resources.sample(self.device, job.store.raw if job.rank == 0 else None)
         if stop is not None and stop.requested:
             rec.stop = stop.reason
+        elif stop is not None and stop.time_up:
+            rec.stop = stop.TIME_UP
         self.sweeper.add(seq, own_keys(seq, job.rank, rec, behind is not None, opts.check_ids, bool(plan.held_roots)))
         return self.gathered(seq, mode, r, skews, rec, stop)
 

@@ -12,7 +12,7 @@ from stress.closing import (SHOWN_FAILURES, announce_lines, report_lines, start_
                             write_summary)
 from stress.diagnose import History
 from stress.ledger import Ledger
-from stress.options import StressOptions
+from stress.options import StressOptions, duration_words
 from stress.summary import Progress, Rate, failure_line
 
 
@@ -88,6 +88,16 @@ class Keeper:
                 print(line, flush=True)
             if self.start_said:
                 print(self.start_said, flush=True)
+
+    def mode_ended(self, mode: str, after_round: int, duration: float) -> None:
+        """A mode's --duration is up: said and journaled by rank 0 (the other modes, and the verdict, follow)."""
+        if self.job.rank != 0:
+            return
+        self.say(f"stress: {mode}: --duration {duration_words(duration)} reached after round {after_round} "
+                 f"({after_round + 1} of {self.opts.rounds} rounds)")
+        if self.writer:
+            self.writer.note({"type": "duration", "mode": mode, "after_round": after_round,
+                              "duration_s": duration, "time": time.time()})
 
     def stopped(self, cut: dict, restarts_left: int) -> None:
         self.writer.note({"type": "stopped", **cut, "restarts_left": restarts_left, "time": time.time()})

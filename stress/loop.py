@@ -37,14 +37,20 @@ class Run:
         history = History()
         self.restart = job.ident.restart  # > 0: the launcher restarted the worker group
         self.keeper = Keeper(job, opts, Path(journal_path), self.plan_len, history, self.restart)
-        self.round = JudgedRound(job, opts, self.deadlines, history, self.restart, self.plan())
+        self.round = JudgedRound(job, opts, self.deadlines, history, self.restart)
         self.stop = Stop()
+        self.ended: set[str] = set()  # modes whose --duration is up
         self.behind: Behind | None = None  # --destroys-in-flight > 0: rounds waiting for their teardown
 
     def plan(self):
-        """(seq, mode, round) in order, made as they are needed: a soak's plan is not held."""
+        """(seq, mode, round) in order, made as they are needed: a soak's plan is not held. A mode whose
+        --duration is up (self.ended) yields no more rounds."""
         rounds = self.opts.rounds
-        return ((i * rounds + r, mode, r) for i, mode in enumerate(self.opts.job.init) for r in range(rounds))
+        for i, mode in enumerate(self.opts.job.init):
+            for r in range(rounds):
+                if mode in self.ended:
+                    break
+                yield i * rounds + r, mode, r
 
     def start(self) -> bytearray | dict | None:
         """Agree on the seqs to skip and share pids; None when rank 0 could not open the journal
@@ -131,9 +137,12 @@ class Run:
 
     def rounds(self, todo, guard) -> dict | None:
         """The rounds in order; why the run was cut short, or None. Rows are kept as they complete."""
-        cut = None
+        cut, current = None, None
         last = time.perf_counter()
         for seq, mode, r in todo:
+            if mode != current:  # a mode's --duration counts from its first round here (a resume's too)
+                current = mode
+                self.stop.arm(self.opts.duration)
             if self.behind:  # backpressure: the due round's teardown ends before this round starts
                 self.behind.publish(self.behind.due(seq))
             row = self.round.one(seq, mode, r, self.behind, self.stop, self.keeper.keep)
@@ -153,9 +162,16 @@ class Run:
             if (row["verdict"] != "ok" or self.keeper.failed) and self.opts.on_failure == "stop":
                 break
             asked = [rec.stop for rec in row.get("ranks") or [] if rec and rec.stop]
-            if asked:  # a rank was told to stop before this round's records met: every rank stops here
-                cut = {"reason": asked[0], "mode": mode, "after_round": r}
+            signalled = [why for why in asked if why != Stop.TIME_UP]
+            if signalled:  # a rank was told to stop before this round's records met: every rank stops here
+                cut = {"reason": signalled[0], "mode": mode, "after_round": r}
                 break
+            if asked:  # a rank's --duration was up: every rank ends this mode here and goes on with the next
+                self.ended.add(mode)
+                # the rounds behind, completed first: the next mode's first seq is past this mode's unrun ones,
+                # and its backpressure would wait for their teardowns by number
+                self.drain(self.deadlines.gather)
+                self.keeper.mode_ended(mode, r, self.opts.duration)
         return cut
 
     def drain(self, wait_s: float) -> None:

@@ -1,6 +1,7 @@
 """What a stress run does; bad values fail early with the option's name (exit 2)."""
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 from nccl_bench.comm import gpu_count
@@ -22,6 +23,27 @@ RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed"
 # NCCL threads) for a third more (docs/validation.md).
 DESTROYS_IN_FLIGHT = 8
 MAX_ROUNDS = 100_000_000  # per mode: a month of rounds at 30 a second; the run holds one byte a round
+MAX_DURATION_S = 366 * 86400  # --duration: a year per mode
+# --duration without --rounds: rounds enough for 100 a second of it (a healthy gloo or NCCL round takes 30 ms or
+# more), bounded as --rounds is; the mode ends at whichever comes first
+ROUNDS_PER_S_BOUND = 100
+UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, what: str = "--duration") -> float:
+    """'90', '90s', '30m', '72h', '3d' -> seconds (one line naming the option where it is none of these)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not m:
+        raise UsageError(f"{what} must be a time such as 90, 30m, 72h or 3d, got '{text}'")
+    return float(m.group(1)) * UNITS_S[m.group(2)]
+
+
+def duration_words(seconds: float) -> str:
+    """72h, 30m, 90s: the largest unit that divides it, as the user would write it."""
+    for unit in ("d", "h", "m"):
+        if seconds >= UNITS_S[unit] and seconds % UNITS_S[unit] == 0:
+            return f"{seconds / UNITS_S[unit]:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def default_timeout(backend: str) -> float:
@@ -35,6 +57,7 @@ class StressOptions:
 
     job: JobOptions
     rounds: int = 100  # per init mode
+    duration: float | None = None  # seconds per init mode, --duration: the mode ends after the round in flight
     skew_max: float = 0.05  # seconds; each rank sleeps uniform(0, skew_max) before each init
     seed: int = 0
     collective: str = "all_reduce"
@@ -57,6 +80,8 @@ class StressOptions:
 
     def __post_init__(self):
         at_least("--rounds", self.rounds, 1, most=MAX_ROUNDS)
+        if self.duration is not None and not 1 <= self.duration <= MAX_DURATION_S:
+            raise UsageError(f"--duration must be 1 s to 366 days per mode, got {self.duration:g} s")
         if not 0 <= self.skew_max <= 3600:
             raise UsageError(f"--skew-max must be 0 to 3600 seconds, got {self.skew_max:g}")
         if self.collective not in COLLECTIVES:
@@ -96,7 +121,7 @@ class StressOptions:
                 "ranks_per_root": job.ranks_per_root, "skew_max": self.skew_max, "seed": self.seed,
                 "timeout": job.timeout, "collective": self.collective, "bytes": self.bytes,
                 "check_ids": self.check_ids, "inject": [str(i) for i in self.inject], "scenario": self.scenario,
-                "rounds": self.rounds, "on_failure": self.on_failure,
+                "rounds": self.rounds, "duration_s": self.duration, "on_failure": self.on_failure,
                 "destroys_in_flight": self.destroys_in_flight, "leak_every": self.leak_every}
 
     def as_dict(self) -> dict:

@@ -7,6 +7,12 @@ from stress.options import StressOptions
 from stress.round import RoundPlan
 
 
+def mode_of(opts: StressOptions):
+    """seq -> its init mode, None past the plan: the modes in turn, --rounds each (computed, never held)."""
+    modes, rounds = list(opts.job.init), opts.rounds
+    return lambda seq: modes[seq // rounds] if 0 <= seq < rounds * len(modes) else None
+
+
 def skews(opts: StressOptions, nranks: int, r: int) -> list[float]:
     """Every rank's sleep before its init in round `r`: the seeded schedule plus injected delays."""
     extra = {i.rank: i.seconds for i in opts.inject if i.kind == "delay" and i.round == r}

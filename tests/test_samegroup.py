@@ -17,7 +17,8 @@ def rounds(path):
 
 def test_groups_follow_the_plan_and_a_failure_ends_the_group():
     plan = [(i, "stock" if i < 5 else "scoped", i % 5) for i in range(8)]
-    g = Groups(plan, size=2)
+    modes = dict((seq, mode) for seq, mode, _ in plan)
+    g = Groups(modes.get, size=2)
     got = []
     for seq, _, _ in plan:
         slot = g.take(seq)
@@ -26,7 +27,7 @@ def test_groups_follow_the_plan_and_a_failure_ends_the_group():
     # pairs per group (size 2); round 2 failed: round 3 opens a new group; the mode change closes one
     assert got == [(0, 0, False), (0, 1, True), (1, 0, False), (2, 0, False), (2, 1, True),
                    (3, 0, False), (3, 1, True), (4, 0, True)]
-    unlimited = Groups(plan)
+    unlimited = Groups(modes.get)
     assert [unlimited.take(s).index for s, _, _ in plan] == [0, 1, 2, 3, 4, 0, 1, 2]
 
 

@@ -127,11 +127,31 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
     assert kinds.count("header") == 1 and kinds.count("resume") == 1 and kinds[-1] == "end"
 
 
+def test_each_mode_runs_its_duration_then_the_next_and_the_run_ends_with_its_verdict(tmp_path):
+    """--duration without --rounds: each init mode runs 2 s (its rounds bounded at 100 a second), every rank ends
+    it after the same round, the next mode follows, and the run ends as a run does: summary, verdict, exit 0."""
+    t0 = time.monotonic()
+    proc, path = stress(tmp_path, "--nranks", "2", "--init", "regular,scoped", "--duration", "2")
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "200 rounds per mode for at most 2s each" in proc.stdout, proc.stdout
+    notes = [json.loads(line) for line in path.read_text().splitlines() if '"type":"duration"' in line]
+    assert [n["mode"] for n in notes] == ["regular", "scoped"], notes
+    for n in notes:
+        assert f"stress: {n['mode']}: --duration 2s reached after round {n['after_round']}" in proc.stdout
+        done = [r["round"] for r in rounds(path) if r["mode"] == n["mode"]]
+        assert sorted(done) == list(range(n["after_round"] + 1)) and 1 <= len(done) < 200, (n, done)
+    assert all(r["verdict"] == "ok" for r in rounds(path)) and "summary:" in proc.stdout
+    assert took < 60, took
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--rounds", "0"], "--rounds"),
     (["--skew-max", "-1"], "--skew-max"),
     (["--timeout", "0"], "--timeout"),
     (["--on-failure", "shrug"], "--on-failure"),
+    (["--duration", "0"], "--duration must be 1 s to 366 days per mode, got 0 s"),
+    (["--duration", "3 weeks"], "--duration must be a time such as 90, 30m, 72h or 3d, got '3 weeks'"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     assert needle in one_line_error(run([*GLOO, *args]))
