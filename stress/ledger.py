@@ -16,6 +16,10 @@ class Ledger:
         self.leaks = LeakWatch(warmup, backend)
         self.history = history
         self.repeated = 0  # rounds journaled twice (a resume that went wrong)
+        # the leak watch's x: inits in the order they ran, not seqs (a mode its --duration ended leaves its seqs
+        # unrun, and a gap of phantom inits would flatten the slope per init); the same as the seq in a run of
+        # every round from the first
+        self.inits = 0
 
     def add(self, row: dict) -> None:
         seq = row["seq"]
@@ -25,7 +29,8 @@ class Ledger:
         self.tally.add(row)
         for rec in row.get("ranks") or []:
             if rec and rec.sample:
-                self.leaks.add(rec.rank, seq, rec.sample)
+                self.leaks.add(rec.rank, self.inits, rec.sample)
+        self.inits += 1
 
     def replay(self, row: dict) -> None:
         """A round read back from the journal (--resume): its IDs join the history too."""
