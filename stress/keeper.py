@@ -89,6 +89,10 @@ class Keeper:
             if self.start_said:
                 print(self.start_said, flush=True)
 
+    def modes_ended(self) -> list[str]:
+        """The modes whose --duration the journal says was up (a resumed or restarted run goes on after them)."""
+        return [n["mode"] for n in self.notes if n.get("type") == "duration" and isinstance(n.get("mode"), str)]
+
     def mode_ended(self, mode: str, after_round: int, duration: float) -> None:
         """A mode's --duration is up: said and journaled by rank 0 (the other modes, and the verdict, follow)."""
         if self.job.rank != 0:

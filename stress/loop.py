@@ -62,7 +62,7 @@ class Run:
         if job.rank == 0:
             try:
                 done = keeper.open(lambda: job.store.hosts(self.deadlines.resync))
-                mine.update({"done": done} if done is not None else
+                mine.update({"done": done, "modes_ended": keeper.modes_ended()} if done is not None else
                             {"ended": EXIT_FAILED if keeper.ledger.failed() else EXIT_OK})
             except UsageError as e:
                 mine["error"] = str(e)
@@ -83,6 +83,7 @@ class Run:
             keeper.started(starts)
         if any(s.get("error") for s in starts):
             return {"start_failed": True}
+        self.ended.update(got.get("modes_ended") or [])  # a resumed or restarted run never reopens such a mode
         done = bytearray(self.plan_len)
         for first, end in got["done"]:
             done[first:end] = b"\x01" * (end - first)

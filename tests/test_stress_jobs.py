@@ -145,6 +145,27 @@ def test_each_mode_runs_its_duration_then_the_next_and_the_run_ends_with_its_ver
     assert took < 60, took
 
 
+def test_a_resumed_run_goes_on_after_the_modes_its_duration_ended_and_never_reopens_them(tmp_path):
+    """A journal whose first mode ended by --duration and whose second was cut (its end line and later rounds gone,
+    as a kill leaves it): --resume runs no round of the first mode again and goes on with the second."""
+    proc, path = stress(tmp_path, "--nranks", "2", "--init", "regular,scoped", "--duration", "1")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = path.read_text().splitlines()
+    docs = [json.loads(line) for line in lines]
+    regular = [d["round"] for d in docs if d["type"] == "round" and d["mode"] == "regular"]
+    keep = [line for line, d in zip(lines, docs) if d["type"] not in ("end",)
+            and not (d.get("mode") == "scoped" and (d["type"] == "duration" or d.get("round", 0) >= 2))]
+    path.write_text("\n".join(keep) + "\n")
+    again = run([*GLOO, "--journal", str(path), "--nranks", "2", "--init", "regular,scoped", "--duration", "1",
+                 "--resume"], timeout=120)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    after = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [d["round"] for d in after if d["type"] == "round" and d["mode"] == "regular"] == regular
+    scoped = [d["round"] for d in after if d["type"] == "round" and d["mode"] == "scoped"]
+    assert scoped[:2] == [0, 1] and len(scoped) > 2 and scoped == list(range(len(scoped))), scoped
+    assert "stress: scoped: --duration 1s reached" in again.stdout and "regular: --duration" not in again.stdout
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--rounds", "0"], "--rounds"),
     (["--skew-max", "-1"], "--skew-max"),
