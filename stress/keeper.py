@@ -99,9 +99,8 @@ class Keeper:
             return
         self.say(f"stress: {mode}: --duration {duration_words(duration)} reached after round {after_round} "
                  f"({after_round + 1} of {self.opts.rounds} rounds)")
-        if self.writer:
-            self.writer.note({"type": "duration", "mode": mode, "after_round": after_round,
-                              "duration_s": duration, "time": time.time()})
+        self.note({"type": "duration", "mode": mode, "after_round": after_round, "duration_s": duration,
+                   "time": time.time()})
 
     def stopped(self, cut: dict, restarts_left: int) -> None:
         self.writer.note({"type": "stopped", **cut, "restarts_left": restarts_left, "time": time.time()})

@@ -24,8 +24,8 @@ RESUME_KEYS = ("backend", "nranks", "init", "ranks_per_root", "skew_max", "seed"
 DESTROYS_IN_FLIGHT = 8
 MAX_ROUNDS = 100_000_000  # per mode: a month of rounds at 30 a second; the run holds one byte a round
 MAX_DURATION_S = 366 * 86400  # --duration: a year per mode
-# --duration without --rounds: rounds enough for 100 a second of it (a healthy gloo or NCCL round takes 30 ms or
-# more), bounded as --rounds is; the mode ends at whichever comes first
+# --duration without --rounds: rounds enough for 100 a second of it, above any rate measured (docs/validation.md),
+# bounded as --rounds is; the mode ends at whichever comes first
 ROUNDS_PER_S_BOUND = 100
 UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -55,7 +55,7 @@ class Report:
 
     def image(self, draw, name: str, alt: str) -> None:
         """`draw(path)` draws a PNG at out/name, linked here; with --no-plots nothing is drawn (the figures are
-        most of a report's time: 5 history figures, 8 of its 10 s)."""
+        most of a report's time: docs/report.md)."""
         if not self.opts.plots:
             return
         path = draw(self.out / name)

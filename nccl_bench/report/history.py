@@ -192,8 +192,8 @@ def _levels(y: list[float], threshold: float) -> list[_Level]:
 
 def _distances_from_median(xs: list[float]) -> list[float]:
     """sum(|x - median|) of every prefix xs[:k], k = 1..len(xs), in O(n log n) rather than a median and a sum
-    per prefix (the judge's fit was cubic in the commits, 5.7 s of a 60-commit report): two heaps hold the
-    lower and upper halves and their sums; any value between the two middle ones is as near as the median."""
+    per prefix (which made the fit cubic in the commits: docs/validation.md): two heaps hold the lower and upper
+    halves and their sums; any value between the two middle ones is as near as the median."""
     lower, upper, lo_sum, up_sum, out = [], [], 0.0, 0.0, []  # lower: negated, a max-heap; len >= len(upper)
     for x in xs:
         if lower and x > -lower[0]:

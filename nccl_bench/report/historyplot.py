@@ -14,8 +14,8 @@ from nccl_bench.core.figures import MARKERS, PALETTE, figure, save
 
 PANEL_SPLIT = 8  # more series than this: one panel per value of the first parameter
 MAX_PANEL_COLUMNS = 3
-# Commits named on the x axis: past about 16 their labels overlap in a panel 5 inches wide, and drawing a tick per
-# commit was most of the report's time (200 commits: 30 s, the labels a black band). The steps' commits always.
+# Commits named on the x axis: past about 16 their labels overlap in a panel 5 inches wide, and a tick per commit
+# was most of the report's time (docs/validation.md). The steps' commits always.
 LABELLED_COMMITS = 16
 MARKED_COMMITS = 40  # more commits than this: lines without a marker per commit
 
