@@ -21,8 +21,10 @@ from stress.options import duration_words
 SHOWN_FAILURES = 20  # per mode; the journal has them all
 
 
-def announce_lines(opts, nranks: int, journal_path, resume: bool, restart: int, done: int, todo: int) -> list[str]:
-    """What rank 0 says before the first round."""
+def announce_lines(opts, nranks: int, journal_path, resume: bool, restart: int, done: int, todo: int,
+                   ended: tuple[str, ...] = ()) -> list[str]:
+    """What rank 0 says before the first round; `ended`: the modes whose --duration the journal says was up
+    (their unrun rounds are not to go)."""
     o, j = opts, opts.job
     per_mode = f"{o.rounds} rounds per mode" + (f" for at most {duration_words(o.duration)} each" if o.duration else "")
     out = [f"stress: {j.backend} x{nranks}, init {','.join(j.init)}, {per_mode}, "
@@ -32,7 +34,8 @@ def announce_lines(opts, nranks: int, journal_path, resume: bool, restart: int, 
            + (f", up to {o.destroys_in_flight} destroys behind each round" if o.destroys_in_flight
               else ", serial destroy")]
     again = f"restart {restart}: " if restart else ""
-    out.append(f"journal: {journal_path}" + (f" ({again}resuming: {done} rounds done, {todo} to go)"
+    up = f"; --duration was up for {', '.join(ended)}" if ended else ""
+    out.append(f"journal: {journal_path}" + (f" ({again}resuming: {done} rounds done, {todo} to go{up})"
                                              if resume else ""))
     if o.inject:
         out.append("inject: " + ", ".join(map(str, o.inject)))

@@ -82,9 +82,10 @@ class Keeper:
         self.progress.clear()
         print(line, flush=True)
 
-    def announce(self, done: int, todo: int) -> None:
+    def announce(self, done: int, todo: int, ended: tuple[str, ...] = ()) -> None:
         if self.job.rank == 0:
-            for line in announce_lines(self.opts, self.job.nranks, self.path, self.resume, self.restart, done, todo):
+            for line in announce_lines(self.opts, self.job.nranks, self.path, self.resume, self.restart, done, todo,
+                                       ended):
                 print(line, flush=True)
             if self.start_said:
                 print(self.start_said, flush=True)

@@ -52,6 +52,12 @@ class Run:
                     break
                 yield i * rounds + r, mode, r
 
+    def left_to_run(self, done: bytearray) -> int:
+        """The rounds not done yet in the modes whose --duration is not up (a resumed run's)."""
+        n = self.opts.rounds
+        return sum(n - done.count(1, i * n, (i + 1) * n) for i, mode in enumerate(self.opts.job.init)
+                   if mode not in self.ended)
+
     def start(self) -> bytearray | dict | None:
         """Agree on the seqs to skip and share pids; None when rank 0 could not open the journal
         (exit 2); {'ended': code} when a restarted group finds its run already finished, or when a
@@ -103,8 +109,7 @@ class Run:
                       f"({keeper.ledger.rounds} rounds); nothing to run", flush=True)
             return done["ended"]
         todo = (p for p in self.plan() if not done[p[0]])
-        finished = sum(done)
-        keeper.announce(finished, self.plan_len - finished)
+        keeper.announce(done.count(1), self.left_to_run(done), tuple(m for m in opts.job.init if m in self.ended))
         base = None
         if opts.baseline:
             base = baseline.measure(job, opts.job.backend, opts.job.ranks_per_root, opts.baseline,

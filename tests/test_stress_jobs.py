@@ -164,6 +164,11 @@ def test_a_resumed_run_goes_on_after_the_modes_its_duration_ended_and_never_reop
     scoped = [d["round"] for d in after if d["type"] == "round" and d["mode"] == "scoped"]
     assert scoped[:2] == [0, 1] and len(scoped) > 2 and scoped == list(range(len(scoped))), scoped
     assert "stress: scoped: --duration 1s reached" in again.stdout and "regular: --duration" not in again.stdout
+    # what is to go counts the second mode's rounds alone: the first's unrun ones never run
+    planned = next(d for d in docs if d["type"] == "header")["options"]["rounds"]
+    said = next(x for x in again.stdout.splitlines() if x.startswith("journal: "))
+    assert f"(resuming: {len(regular) + 2} rounds done, {planned - 2} to go; --duration was up for regular)" in said, \
+        said
 
 
 @pytest.mark.parametrize("args,needle", [
