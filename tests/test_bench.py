@@ -57,9 +57,13 @@ def test_all_collectives_three_ranks_two_init_modes(tmp_path):
 def test_warm_up_bounded_by_time_keeps_ranks_in_step(tmp_path):
     """--warmup_ms: each rank decides from its own clock when the warm-up has lasted long enough; the ranks
     agree on the number of rounds (a rank alone in one more round would hang the sweep)."""
-    proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all_reduce,gather,sendrecv", "--warmup_ms", "300")
+    proc, doc = bench(tmp_path, "--nranks", "3", "--collective", "all_reduce,gather,sendrecv", "--warmup_ms", "300",
+                      "-b", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert doc.meta["bench"]["warmup_ms"] == 300
+    # under one element, said as such where the whole count moves; a rank's share where each gets a part
+    assert "# all_reduce float: no row at 2 B: under one float (4 B) (nccl-tests' rounding" in proc.stdout
+    assert "# gather float: no row at 2, 16 B: a rank's share rounds down to 0 elements on 3 ranks" in proc.stdout
     assert all(r[p]["nwrong"] == 0 for r in doc.every_cycle() for p in ("out_of_place", "in_place"))
 
 

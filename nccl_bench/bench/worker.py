@@ -186,9 +186,13 @@ class BenchRanks:
         if empty and (coll.name, plan.dtype) not in self.said_rowless:
             self.said_rowless.add((coll.name, plan.dtype))
             shown = ", ".join(map(str, empty[:6])) + (" ..." if len(empty) > 6 else "")
+            elt = ELEMENT_BYTES[plan.dtype]
             ranks = f"{nranks} rank{'s' if nranks > 1 else ''}"
-            self.job.say(f"# {coll.name} {plan.type_name}: no row at {shown} B: a rank's share rounds down to 0 "
-                         f"elements on {ranks} (nccl-tests' rounding; it prints them as 0 B)")
+            # a collective of the whole count (all_reduce) loses only sizes under one element; the others, a share
+            why = (f"under one {plan.type_name} ({elt} B)" if all(s < elt for s in empty)
+                   else f"a rank's share rounds down to 0 elements on {ranks}")
+            self.job.say(f"# {coll.name} {plan.type_name}: no row at {shown} B: {why} "
+                         "(nccl-tests' rounding; it prints them as 0 B)")
 
     def _gather_extras(self) -> None:
         if self.o.memory:
