@@ -68,6 +68,28 @@ def judge_main_job(check, argv, out) -> str:
     return f"{len(rounds)}/{asked} rounds ok on {nranks} GPUs; start {min(took):.2f}-{max(took):.2f} s per rank"
 
 
+def judge_duration_each_mode(check, argv, out) -> str:
+    """--duration: every rank ended each mode after the same round (the mode's `duration` line, its rounds 0 to
+    that one, each with every rank's record), then the next mode ran; every round ok."""
+    lines = [json.loads(line) for line in open(argv[argv.index("--journal") + 1])]
+    nranks, modes = lines[0]["options"]["nranks"], lines[0]["options"]["init"]
+    assert nranks == machine_gpus(), f"ran {nranks} ranks on a machine of {machine_gpus()} GPUs"
+    assert lines[-1].get("type") == "end", f"the journal ends with {lines[-1].get('type')!r}, not its end line"
+    ended = {n["mode"]: n["after_round"] for n in lines if n.get("type") == "duration"}
+    assert sorted(ended) == sorted(modes), f"modes its --duration ended: {sorted(ended)} of {modes}"
+    rounds = [r for r in lines if r.get("type") == "round"]
+    said = []
+    for m in modes:
+        mine = sorted(r["round"] for r in rounds if r["mode"] == m)
+        assert mine == list(range(ended[m] + 1)), f"{m}: rounds {mine[:3]}..{mine[-3:]}, ended after {ended[m]}"
+        bad = [(r["round"], r["verdict"]) for r in rounds if r["mode"] == m and r["verdict"] != "ok"]
+        assert not bad, f"{m}: failed rounds {bad[:5]}"
+        short = [r["round"] for r in rounds if r["mode"] == m and len([x for x in r["ranks"] if x]) != nranks]
+        assert not short, f"{m}: a rank's record missing in rounds {short[:5]}"
+        said.append(f"{m} {len(mine)}")
+    return f"each mode ended after the same round on all {nranks} ranks: {', '.join(said)} rounds, all ok"
+
+
 def judge_stale_round_1_then_ok(check, argv, out) -> str:
     rounds = [json.loads(line) for line in open(argv[1])]
     ok = [all(e["ok"] for e in r["ranks"]) for r in rounds]
@@ -201,6 +223,9 @@ CHECKS = [
     GpuCheck("stress-one-rank", 1, 90, "one rank alone churns",
              ["-m", "stress", "--backend", "nccl", "--nranks", "1", "--rounds", "10", "--skew-max", "0",
               "--journal", "{tmp}/one.jsonl"], fewer="one rank alone is what it shows"),
+    GpuCheck("stress-duration", 2, 150, "--duration: each mode ends after the same round on every rank, then the "
+             "next runs", ["-m", "stress", "--backend", "nccl", "--init", "regular,scoped", "--duration", "15",
+                           "--journal", "{tmp}/duration.jsonl"], expect="duration-each-mode"),
     GpuCheck("main-job", 1, 480, "the README's main job on every GPU: 1000 re-inits under skew, 0 failures, each "
              "rank's start outside the rounds' deadlines",
              ["-m", "stress", "--rounds", "1000", "--journal", "{tmp}/main.jsonl"], expect="main-job"),
