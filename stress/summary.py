@@ -7,7 +7,7 @@ import time
 
 from tabulate import tabulate
 
-from stress.tally import COLUMNS
+from stress.tally import COLUMNS, cells
 
 
 class Progress:
@@ -45,10 +45,7 @@ class Progress:
 def render(summary: list[dict]) -> str:
     def fmt(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
-    body = [(s["mode"], s["rounds"], s["ok"], s["hangs"], s["errors"], s["wrong"], s["stale_caught"],
-             s.get("stale_proven", "-"), fmt(s["init_p50_ms"]), fmt(s["init_p99_ms"]), fmt(s["rounds_per_s"], 2))
-            for s in summary]
-    return tabulate(body, headers=COLUMNS, tablefmt="simple", disable_numparse=True)
+    return tabulate([cells(s, fmt) for s in summary], headers=COLUMNS, tablefmt="simple", disable_numparse=True)
 
 
 def failure_line(row: dict) -> str:

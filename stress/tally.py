@@ -3,6 +3,8 @@ stress's final table and the report. Rows are folded into a Tally as they come, 
 million rounds summarises in the same memory as a run of ten."""
 from __future__ import annotations
 
+from typing import Callable
+
 from nccl_bench.core.streaming import Quantiles
 
 VERDICTS = ("ok", "hang", "error", "wrong", "stale")  # a stress round's verdicts, ok first
@@ -61,6 +63,15 @@ class Tally:
     def table(self) -> list[dict]:
         """One summary row per mode that ran."""
         return [t.row() for t in self.modes.values() if t.rounds]
+
+
+def cells(s: dict, num: Callable[[float | None, int], str]) -> list:
+    """A mode's summary row (ModeTally.row, or a summary file's) as the cells under COLUMNS, in every table that
+    shows one (stress's own, the report's); `num(value, digits)` writes a number in that table's style. A summary
+    written before "stale proven" was counted shows '-' there."""
+    return [s.get("mode"), s.get("rounds"), s.get("ok"), s.get("hangs"), s.get("errors"), s.get("wrong"),
+            s.get("stale_caught"), s.get("stale_proven", "-"), num(s.get("init_p50_ms"), 1),
+            num(s.get("init_p99_ms"), 1), num(s.get("rounds_per_s"), 2)]
 
 
 def mode_row(mode: str, rows: list[dict]) -> dict:

@@ -68,6 +68,12 @@ def test_every_plot_rendered_and_every_input_named(tmp_path):
                  "## History (asv)", "stress.ScopedChurn.track_rounds_per_s", "stale IDs proven",
                  "| h200x2 ", "nccl x2", "NCCL 2.28.9"):
         assert text in md, text
+    # the churn table: stress's own columns, each row's cells under them (stock's 7 stale IDs proven, not its p50)
+    lines = md.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("| mode ") and "stale proven" in x)
+    cols = [c.strip() for c in lines[head].strip("|").split("|")]
+    stock = next([c.strip() for c in x.strip("|").split("|")] for x in lines[head + 2:] if x.startswith("| stock"))
+    assert len(stock) == len(cols) and dict(zip(cols, stock))["stale proven"] == "7", (cols, stock)
 
 
 def test_compare_with_itself_reports_no_change(tmp_path):

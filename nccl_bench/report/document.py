@@ -171,7 +171,7 @@ class Report:
     # --- stress -------------------------------------------------------------------------------
     def section_stress(self, results) -> None:
         from nccl_bench.report import timeline
-        from stress.tally import COLUMNS, summarize
+        from stress.tally import COLUMNS, cells, summarize
         self.add(heading("stress"), "")
         for res in results:
             self.add(f"### {res.given}", "")
@@ -180,10 +180,7 @@ class Report:
             self.image(lambda p, res=res: timeline.stress_timeline(res, p),
                        f"stress-timeline-{_slug(res.path.stem)}.png", f"stress timeline {res.path.name}")
             modes = list(dict.fromkeys(r["mode"] for r in res.rows))
-            body = [[s["mode"], s["rounds"], s["ok"], s["hangs"], s["errors"], s["wrong"], s["stale_caught"],
-                     _num(s["init_p50_ms"], 1), _num(s["init_p99_ms"], 1), _num(s["rounds_per_s"])]
-                    for s in summarize(modes, res.rows)]
-            self.add(md_table(body, COLUMNS), "")
+            self.add(md_table([cells(s, _num) for s in summarize(modes, res.rows)], COLUMNS), "")
             o = res.meta.get("options") or {}
             self.add(f"Options: {', '.join(f'{k}={v}' for k, v in o.items())}.", "")
             leaks = next((n.get("leaks") for n in reversed(res.notes) if n.get("type") == "end"), None)
@@ -201,13 +198,9 @@ class Report:
     def section_stress_summary(self, results) -> None:
         self.add(heading("stress-summary"), "",
                  "A summary has no per-round data: pass the journal for the timeline.", "")
+        from stress.tally import COLUMNS, cells
         for res in results:
-            body = [[r.get("mode"), r.get("rounds"), r.get("ok"), r.get("hangs"), r.get("errors"), r.get("wrong"),
-                     r.get("stale_caught"), _num(r.get("init_p50_ms"), 1), _num(r.get("init_p99_ms"), 1),
-                     _num(r.get("rounds_per_s"))] for r in res.rows]
-            self.add(f"### {res.given}", "", md_table(body, ["mode", "rounds", "ok", "hangs", "errors", "wrong",
-                                                            "stale caught", "init p50 ms", "init p99 ms",
-                                                            "rounds/s"]), "",
+            self.add(f"### {res.given}", "", md_table([cells(r, _num) for r in res.rows], COLUMNS), "",
                      f"Journal: `{res.meta.get('journal', '?')}`.", "")
 
     # --- the rest -----------------------------------------------------------------------------
