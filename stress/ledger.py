@@ -12,6 +12,7 @@ from stress.diagnose import History
 class Ledger:
     def __init__(self, plan_len: int, modes: list[str], warmup: int, history: History, backend: str | None = None):
         self.done = bytearray(plan_len)  # seq -> 1 once the round is journaled
+        self.modes, self.per_mode = list(modes), plan_len // max(len(modes), 1)
         self.tally = Tally(modes)
         self.leaks = LeakWatch(warmup, backend)
         self.history = history
@@ -33,9 +34,12 @@ class Ledger:
         self.inits += 1
 
     def replay(self, row: dict) -> None:
-        """A round read back from the journal (--resume): its IDs join the history too."""
+        """A round read back from the journal (--resume): its IDs join the history too. Its seq is this plan's,
+        from its mode and round: the journal's was its own run's, whose --rounds (or --duration, which sizes them)
+        may have been fewer, and the modes after the first began at other seqs then."""
         self.history.add(row["mode"], row["round"], row.get("ranks") or [])
-        self.add(row)
+        mine = row["mode"] in self.modes and 0 <= row["round"] < self.per_mode
+        self.add({**row, "seq": self.modes.index(row["mode"]) * self.per_mode + row["round"] if mine else -1})
 
     @property
     def rounds(self) -> int:

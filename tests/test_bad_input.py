@@ -289,6 +289,22 @@ def test_resume_with_fewer_rounds_than_done_is_one_line(tmp_path):
     assert "already holds 3 rounds of a mode, more than --rounds 1" in err, err
 
 
+def test_resume_with_more_rounds_runs_each_modes_new_rounds_once(tmp_path):
+    """--rounds raised on --resume: the plan's seqs move (a mode's rounds begin at its index x --rounds), so what
+    is done is the journal's (mode, round), not its seqs: every mode's rounds run once, none twice (the third
+    mode's ran again, and the others' new rounds never did)."""
+    journal = tmp_path / "j.jsonl"
+    args = ["-m", "stress", "--init", "regular,stock,scoped", "--skew-max", "0", "--journal", str(journal)]
+    first = run([*args, "--rounds", "2"], timeout=120)
+    assert first.returncode in (0, 1), first.stderr  # stock may read a stale ID
+    again = run([*args, "--rounds", "3", "--resume"], timeout=120)
+    assert again.returncode in (0, 1), again.stderr
+    assert "(resuming: 6 rounds done, 3 to go)" in again.stdout, again.stdout
+    rows = [json.loads(line) for line in journal.read_text().splitlines()]
+    kept = sorted((r["mode"], r["round"]) for r in rows if r["type"] == "round")
+    assert kept == sorted((m, k) for m in ("regular", "stock", "scoped") for k in range(3)), kept
+
+
 def test_ctrl_c_is_honoured_when_the_parent_ignored_it(tmp_path):
     """A script's `cmd &` starts accept with SIGINT ignored: a Ctrl-C to its group still ends it (130), its
     jobs with it (their temporary folders removed: they run in sessions of their own, which the Ctrl-C is passed
