@@ -96,6 +96,9 @@ def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
     proc = report(slower, "--compare", FIX / "bench_gloo.json", "--out", out, "--no-plots")  # the figures: above
     assert proc.returncode == 0, proc.stderr
     assert "(0 plot(s))" in proc.stdout and not list(out.glob("*.png")) and "![" not in (out / "report.md").read_text()
+    # nor a caption or heading of a figure that is not there
+    assert not {"Out-of-place solid", "Latency at small sizes"} & set(re.findall(
+        r"Out-of-place solid|Latency at small sizes", (out / "report.md").read_text()))
     rows = compare.bench(records.load_all([str(slower)]), records.load_all([str(FIX / "bench_gloo.json")]))
     assert rows and all(r["verdict"] == "regression" and math.isclose(r["ratio"], 0.9) for r in rows)
     assert f"{len(rows)} regression(s), 0 improvement(s)" in proc.stdout

@@ -99,15 +99,15 @@ class Report:
     # --- bench --------------------------------------------------------------------------------
     def section_bench(self, results) -> None:
         from nccl_bench.report import plot
-        self.add(heading("bench"), "",
-                 "Out-of-place solid, in-place dashed; the link's peak and nccl-tests' anchors where known "
-                 "for the machine. Bandwidths in GB/s (1e9 B/s), times in µs, as nccl-tests.", "")
+        figures = ("Out-of-place solid, in-place dashed; the link's peak and nccl-tests' anchors where known "
+                   "for the machine. ") if self.opts.plots else ""
+        self.add(heading("bench"), "", f"{figures}Bandwidths in GB/s (1e9 B/s), times in µs, as nccl-tests.", "")
         collectives = list(dict.fromkeys(r["collective"] for res in results for r in res.rows))
         for name in collectives:
             self.image(lambda p, name=name: plot.busbw(results, name, p), f"busbw-{name}.png", f"busbw {name}")
         small = [c for c in collectives
                  if any(r["size"] <= plot.SMALL_BYTES for res in results for r in res.rows if r["collective"] == c)]
-        if small:
+        if small and self.opts.plots:  # a heading over its figure alone
             self.add("### Latency at small sizes", "")
             self.image(lambda p: plot.latency(results, small, p), "latency.png", "latency at small sizes")
         for res in results:
@@ -138,8 +138,8 @@ class Report:
     def section_init(self, results) -> None:
         from nccl_bench.report import plot
         from nccl_bench.records import init as initrows
-        self.add(heading("init"), "",
-                 "Boxes: ok inits of measured rounds, every rank; failed inits are counted under each mode.", "")
+        self.add(heading("init"), "", "Boxes: ok inits of measured rounds, every rank; failed inits are counted under "
+                 "each mode." if self.opts.plots else "Failed inits are counted under each mode.", "")
         phases = list(initrows.phases_in([r for res in results for r in res.rows]))
         self.image(lambda p: plot.init_phases(results, phases, p), "init-phases.png", "init time per phase and mode")
         for res in results:
