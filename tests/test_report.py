@@ -90,6 +90,21 @@ def test_compare_with_itself_reports_no_change(tmp_path):
             "compare-stress.png", "compare-asv.png"} <= {p.name for p in out.glob("*.png")}
 
 
+def test_stress_compares_only_runs_of_one_backend_and_ranks(tmp_path):
+    """A mode's churn on 3 ranks is no baseline for 2: --compare matches stress and init runs by backend and ranks,
+    as bench's points by their series, and says so in one line where no run matches (it judged 3 ranks against 2)."""
+    journal = (FIX / "stress_gloo.jsonl").read_text()
+    three = tmp_path / "stress_x3.jsonl"
+    three.write_text(journal.replace('"nranks":2', '"nranks":3', 1))
+    err = one_line_error(report(three, "--compare", FIX / "stress_gloo.jsonl", "--out", tmp_path / "r", "--no-plots"))
+    assert "nothing in common to compare: this run holds stress (gloo x3), the compared run stress (gloo x2)" in err
+    both = report(three, FIX / "stress_gloo.jsonl", "--compare", FIX / "stress_gloo.jsonl", "--out", tmp_path / "r2",
+                  "--no-plots")
+    assert both.returncode == 0 and "0 regression(s), 0 improvement(s)" in both.stdout, both.stdout + both.stderr
+    md = (tmp_path / "r2" / "report.md").read_text()
+    assert "| stock (gloo x2) " not in md and "| stock " in md  # one setup in common: its modes as they are
+
+
 def test_compare_with_busbw_lowered_10_percent_reports_the_regression(tmp_path):
     slower = doctored(FIX / "bench_gloo.json", tmp_path / "bench_slower.json", lower_busbw)
     out = tmp_path / "rep"

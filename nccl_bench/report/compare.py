@@ -153,12 +153,23 @@ def failure_rates(group: str, new_failed: int, new_n: int, base_failed: int, bas
     return row
 
 
+def setup(res) -> str:
+    """What a run's init or stress rows compare within, as bench's points compare within their series: its backend
+    and ranks (8 GPUs' inits are no baseline for 4's, nor gloo's for NCCL's)."""
+    return f"{res.backend or '?'} x{res.nranks or '?'}"
+
+
 def _per_mode(new, base, keep=lambda r: True):
-    """(mode, this run's rows, the compared run's rows) for each mode that both runs have."""
-    for mode in dict.fromkeys(r["mode"] for res in new + base for r in res.rows):
-        a, b = ([r for res in results for r in res.rows if r["mode"] == mode and keep(r)] for results in (new, base))
-        if a and b:
-            yield mode, a, b
+    """(group, this run's rows, the compared run's rows) for each mode that both runs have on one setup; the group
+    is the mode, with its setup where the runs hold more than one."""
+    setups = sorted({setup(r) for r in new} & {setup(r) for r in base})
+    for where in setups:
+        mine, theirs = [r for r in new if setup(r) == where], [r for r in base if setup(r) == where]
+        for mode in dict.fromkeys(r["mode"] for res in mine + theirs for r in res.rows):
+            a, b = ([r for res in results for r in res.rows if r["mode"] == mode and keep(r)]
+                    for results in (mine, theirs))
+            if a and b:
+                yield (mode if len(setups) == 1 else f"{mode} ({where})"), a, b
 
 
 def init(new, base) -> list[dict]:
@@ -221,7 +232,8 @@ def in_common(mine, others) -> str | None:
         for r in results:
             kinds.setdefault(r.kind, []).append(r)
         return "; ".join(f"{k}" + (f" ({', '.join(sorted({row['collective'] for r in rs for row in r.rows}))})"
-                                   if k == "bench" else "") for k, rs in kinds.items()) or "nothing"
+                                   if k == "bench" else f" ({', '.join(sorted({setup(r) for r in rs}))})"
+                                   if k in ("init", "stress") else "") for k, rs in kinds.items()) or "nothing"
     for kind in COMPARABLE:
         a, b = [r for r in mine if r.kind == kind], [r for r in others if r.kind == kind]
         if a and b and globals()[kind](a, b):
