@@ -422,3 +422,17 @@ def test_a_locate_files_lists_are_shown_bounded_whatever_their_length(tmp_path):
     assert text.count("- SUSPECT rank 1: slow") == 100 and "- and 299900 more suspect(s) in the file" in text
     assert len(text) < 1_000_000, len(text)
     assert "(1 plot(s))" in proc.stdout, proc.stdout  # the pair heatmap, counted
+
+
+def test_the_stress_timeline_places_rounds_by_mode_and_round_not_seq():
+    """A journal resumed with more --rounds holds two plans' seqs, and a mode its --duration ended leaves seqs unrun:
+    the timeline places each round by its mode and round, the modes in turn, each as long as its rounds."""
+    from nccl_bench.report.timeline import _in_plan_order
+    first = [{"mode": m, "round": k, "seq": i * 6 + k} for i, m in enumerate(("regular", "stock")) for k in range(6)]
+    resumed = [{"mode": m, "round": k, "seq": i * 8 + k} for i, m in enumerate(("regular", "stock")) for k in (6, 7)]
+    placed = _in_plan_order(first + resumed)
+    assert [(r["mode"], r["round"], x) for x, r in placed] == [
+        *(("regular", k, k) for k in range(8)), *(("stock", k, 8 + k) for k in range(8))]
+    ended = [{"mode": "regular", "round": k, "seq": k} for k in range(3)] + [
+        {"mode": "scoped", "round": k, "seq": 1500 + k} for k in range(2)]
+    assert [x for x, _ in _in_plan_order(ended)] == [0, 1, 2, 3, 4]

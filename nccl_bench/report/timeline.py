@@ -16,7 +16,11 @@ def stress_timeline(result, path: Path) -> Path:
     """Init time per round (slowest rank), modes in turn, failed rounds marked by verdict; beyond
     ROLLING_FROM rounds the ok rounds become a rolling p50/p99 band. Where the journal holds resource
     samples (stress's leak watch), a second panel shows each rank's RSS and the other resources."""
-    rows = sorted(result.rows, key=lambda r: r["seq"])
+    placed = _in_plan_order(result.rows)
+    rows, at = [r for _, r in placed], {id(r): x for x, r in placed}
+
+    def x(r: dict) -> int:
+        return at[id(r)]
     sampled = any(r.get("samples") for r in rows)
     if sampled:
         fig, (ax, rx) = figure(2, 1, figsize=(9, 7.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
@@ -31,20 +35,20 @@ def stress_timeline(result, path: Path) -> Path:
         colour = MODE_PALETTE[i % len(MODE_PALETTE)]
         label = f"{mode}: init time, ok rounds ({len(ok)} of {len(mine)})"
         if rolling:
-            xs, p50, p99 = _rolling([r["seq"] for r in ok], [r["init_ms"] for r in ok])
+            xs, p50, p99 = _rolling([x(r) for r in ok], [r["init_ms"] for r in ok])
             ax.fill_between(xs, p50, p99, color=colour, alpha=0.25, lw=0)
             ax.plot(xs, p50, color=colour, lw=1.0, label=label + ", rolling p50 (band to p99)")
         else:
-            ax.plot([r["seq"] for r in ok], [r["init_ms"] for r in ok], color=colour, marker="o", ms=3.5,
+            ax.plot([x(r) for r in ok], [r["init_ms"] for r in ok], color=colour, marker="o", ms=3.5,
                     lw=0.8, label=label)
-        ax.axvspan(mine[0]["seq"] - 0.5, mine[-1]["seq"] + 0.5, color=colour, alpha=0.07, lw=0)
-        ax.annotate(mode, (mine[0]["seq"] - 0.5, 1.0), xycoords=("data", "axes fraction"), va="top", fontsize=8,
+        ax.axvspan(x(mine[0]) - 0.5, x(mine[-1]) + 0.5, color=colour, alpha=0.07, lw=0)
+        ax.annotate(mode, (x(mine[0]) - 0.5, 1.0), xycoords=("data", "axes fraction"), va="top", fontsize=8,
                     color=colour, fontweight="bold", xytext=(3, -3), textcoords="offset points")
     others = sorted({r["verdict"] for r in rows} - set(VERDICT_STYLE) - {"ok"})  # verdicts added later
     for verdict, (marker, colour) in [*VERDICT_STYLE.items(), *((v, ("*", "#888888")) for v in others)]:
         bad = [r for r in rows if r["verdict"] == verdict]
         if bad:  # a failed init may have no time at all (a hang): drawn on the top line
-            ax.scatter([r["seq"] for r in bad], [min(r["init_ms"], top) if r.get("init_ms") is not None else top
+            ax.scatter([x(r) for r in bad], [min(r["init_ms"], top) if r.get("init_ms") is not None else top
                                                  for r in bad],
                        marker=marker, color=colour, edgecolors="#1a1a1a", linewidths=0.5, s=45, zorder=3,
                        label=f"{verdict} ({len(bad)})")
@@ -57,9 +61,22 @@ def stress_timeline(result, path: Path) -> Path:
     ax.set_title(f"stress timeline: {result.path.name}\n{result.title()}")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     if sampled:
-        _resources(rx, rows)
-    (rx if sampled else ax).set_xlabel("round (in run order)")
+        _resources(rx, rows, x)
+    (rx if sampled else ax).set_xlabel("round (the modes in turn)")
     return save(fig, path)
+
+
+def _in_plan_order(rows: list[dict]) -> list[tuple[int, dict]]:
+    """Each round at its place, the modes in turn, each as long as its rounds: from the journal's mode and round,
+    not its seq (a run resumed with more --rounds numbered its plan anew, and a mode its --duration ended leaves
+    unrun seqs as long as its plan)."""
+    span: dict[str, int] = {}
+    for r in rows:
+        span[r["mode"]] = max(span.get(r["mode"], 0), r["round"] + 1)
+    start, at = {}, 0
+    for mode, n in span.items():
+        start[mode], at = at, at + n
+    return sorted(((start[r["mode"]] + r["round"], r) for r in rows), key=lambda p: p[0])
 
 
 def _rolling_top(values: list[float]) -> float:
@@ -82,12 +99,12 @@ def _rolling(xs: list[int], ys: list[float], points: int = 300) -> tuple[list, l
     return out_x, p50, p99
 
 
-def _resources(ax, rows: list[dict]) -> None:
+def _resources(ax, rows: list[dict], x) -> None:
     """Each rank's RSS (MiB, left axis) and fds/threads (right axis) at each leak-watch sample."""
     ranks = sorted({int(k) for r in rows for k in (r.get("samples") or {})})
     right = ax.twinx()
     for i, rank in enumerate(ranks):
-        pts = [(r["seq"], (r.get("samples") or {}).get(str(rank)) or (r.get("samples") or {}).get(rank))
+        pts = [(x(r), (r.get("samples") or {}).get(str(rank)) or (r.get("samples") or {}).get(rank))
                for r in rows]
         pts = [(x, s) for x, s in pts if s]
         colour = MODE_PALETTE[i % len(MODE_PALETTE)]
