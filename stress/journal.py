@@ -20,7 +20,7 @@ from typing import Callable
 
 from nccl_bench.core.errors import UsageError
 from nccl_bench.core import results
-from nccl_bench.records.stress_journal import is_header
+from nccl_bench.records.stress_journal import MAX_NOTES, is_header
 from nccl_bench.records.kinds import JOURNAL_SCHEMA
 from stress import failpoint
 from stress.record import record_or_none
@@ -78,6 +78,9 @@ def read(path: str | Path, on_round: Callable[[dict], None] | None = None) -> Co
         try:
             for line in f:
                 _take(out, line, on_round)
+                if len(out.notes) > MAX_NOTES:  # held whole: a few a run
+                    raise UsageError(f"--resume: {p} holds more than {MAX_NOTES:,} lines that are not rounds: "
+                                     "not a stress journal's")
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"--resume: cannot read journal {p}: {getattr(e, 'strerror', None) or e}") from None
     return out

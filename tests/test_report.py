@@ -274,6 +274,15 @@ def test_a_soaks_journal_is_read_line_by_line_past_a_result_files_size_each_ok_r
     monkeypatch.setattr(stress_journal, "MAX_DAMAGED", 0)  # a file of lines that do not read: refused, not listed
     with pytest.raises(UsageError, match=f"more than 0 lines that do not read \\(from line {len(lines) + 2}\\)"):
         records.load(str(journal))
+    monkeypatch.setattr(stress_journal, "MAX_DAMAGED", 1000)
+    notes = sum(1 for line in lines[1:] if '"type":"round"' not in line.replace(" ", ""))  # held whole: bounded
+    monkeypatch.setattr(stress_journal, "MAX_NOTES", notes - 1)
+    with pytest.raises(UsageError, match="lines that are not rounds, or more than 64 MiB of them"):
+        records.load(str(journal))
+    monkeypatch.setattr(stress_journal, "MAX_NOTES", notes)
+    monkeypatch.setattr(stress_journal, "MAX_NOTE_BYTES", 100)
+    with pytest.raises(UsageError, match="lines that are not rounds, or more than 0 MiB of them"):
+        records.load(str(journal))
     monkeypatch.setattr(stress_journal, "MAX_BYTES", 1 << 10)
     with pytest.raises(UsageError, match="more than a stress journal holds"):
         records.load(str(journal))

@@ -143,6 +143,11 @@ def test_each_mode_runs_its_duration_then_the_next_and_the_run_ends_with_its_ver
         assert sorted(done) == list(range(n["after_round"] + 1)) and 1 <= len(done) < 200, (n, done)
     assert all(r["verdict"] == "ok" for r in rounds(path)) and "summary:" in proc.stdout
     assert took < 60, took
+    # and the report says why each mode ran fewer rounds than planned
+    out = tmp_path / "rep"
+    assert run(["-m", "nccl_bench", "report", str(path), "--out", str(out), "--no-plots"]).returncode == 0
+    said = "; ".join(f"{n['mode']} after round {n['after_round']} (2 s)" for n in notes)
+    assert f"Ended by `--duration`: {said}." in (out / "report.md").read_text()
 
 
 def test_a_resumed_run_goes_on_after_the_modes_its_duration_ended_and_never_reopens_them(tmp_path):

@@ -163,6 +163,19 @@ def test_journal_reads_torn_lines_and_rejects_foreign_files(tmp_path):
             journal.read(bad)
 
 
+def test_a_journal_of_more_notes_than_runs_write_is_refused(tmp_path, monkeypatch):
+    """The lines that are not rounds are held whole: a few a run, bounded (records.stress_journal.MAX_NOTES)."""
+    p = tmp_path / "j.jsonl"
+    w = journal.Writer(p, {"options": {"seed": 1}})
+    for k in range(3):
+        w.note({"type": "resume", "after_rounds": k})
+    w.close()
+    assert len(journal.read(p).notes) == 3
+    monkeypatch.setattr(journal, "MAX_NOTES", 2)
+    with pytest.raises(UsageError, match="holds more than 2 lines that are not rounds"):
+        journal.read(p)
+
+
 @pytest.mark.parametrize("kw,needle", [
     ({"rounds": 0}, "--rounds"), ({"skew_max": -0.1}, "--skew-max"), ({"collective": "gossip"}, "--collective"),
     ({"on_failure": "panic"}, "--on-failure"), ({"bytes": 2}, "--bytes"), ({"resume": True}, "--resume"),

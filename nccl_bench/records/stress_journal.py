@@ -40,6 +40,10 @@ OK_FIELDS = ("type", "seq", "mode", "round", "verdict", "init_ms", "seconds")
 MAX_BYTES = 64 << 30  # a journal: days of rounds; what it holds is bounded by its rounds (records.kinds.MAX_ROWS)
 MAX_LINE = 64 << 20  # one round's line: every rank's record (about 0.6 KB each); a longer one is no round's
 MAX_DAMAGED = 1000  # lines that do not read: a kill cuts one a stop; past this many the file is no journal's rounds
+# the lines that are not rounds (start, resume, duration, stopped, baseline, end: a few a run, the end line's leak
+# fits a few MB at 4,096 ranks): held whole, so bounded in number and bytes
+MAX_NOTES = 10_000
+MAX_NOTE_BYTES = 64 << 20
 
 
 def slim(row: dict) -> dict:
@@ -67,7 +71,7 @@ def read(path: Path, given: str, head: dict, on_rounds=None) -> Result:
         raise UsageError(f"{given}: not a result of nccl-bench (a header line, but not a stress journal's)")
     if schema != JOURNAL_SCHEMA:
         raise UsageError(f"{given}: stress journal schema '{schema}'; nccl-bench reads '{JOURNAL_SCHEMA}'")
-    rows, notes, damaged = [], [], []
+    rows, notes, damaged, note_bytes = [], [], [], 0
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as f:
             lines = _lines(f)
@@ -93,6 +97,10 @@ def read(path: Path, given: str, head: dict, on_rounds=None) -> Result:
                     if on_rounds and len(rows) % ROUNDS_BETWEEN_CALLS == 0:
                         on_rounds(len(rows))
                 else:
+                    note_bytes += len(line)
+                    if len(notes) == MAX_NOTES or note_bytes > MAX_NOTE_BYTES:
+                        raise UsageError(f"{given}: more than {MAX_NOTES:,} lines that are not rounds, or more than "
+                                         f"{MAX_NOTE_BYTES >> 20} MiB of them: not a stress journal's")
                     notes.append(obj)
     except OSError as e:
         raise UsageError(f"{given}: cannot read: {e.strerror or e}") from None

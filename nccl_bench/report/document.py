@@ -183,6 +183,11 @@ class Report:
             self.add(md_table([cells(s, _num) for s in summarize(modes, res.rows)], COLUMNS), "")
             o = res.meta.get("options") or {}
             self.add(f"Options: {', '.join(f'{k}={v}' for k, v in o.items())}.", "")
+            ended = [n for n in res.notes if n.get("type") == "duration"]
+            if ended:  # why a mode ran fewer rounds than planned
+                self.add("Ended by `--duration`: " + "; ".join(
+                    f"{n.get('mode')} after round {n.get('after_round')} ({_num(n.get('duration_s'), 0)} s)"
+                    for n in ended) + ".", "")
             leaks = next((n.get("leaks") for n in reversed(res.notes) if n.get("type") == "end"), None)
             if leaks:
                 self.add("Leak watch (slope per 1,000 inits after the warm-up, 99% interval):", "", md_table(
