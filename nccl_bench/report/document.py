@@ -30,6 +30,10 @@ def heading(kind: str) -> str:
 
 
 def md_table(rows, headers) -> str:
+    # tabulate lays a row of fewer cells under the last headers, so a cell left out moves every later number under
+    # the wrong column (stress's "stale proven" did): a mismatch is this code's mistake, never the input's
+    short = next((r for r in rows if len(r) != len(headers)), None)
+    assert short is None, f"{len(short)} cells under {len(headers)} headers: {list(headers)}"
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
