@@ -109,6 +109,8 @@ def test_report_cputime_shows_host_time_per_launch(tmp_path):
     (["--split", "XOR 1"], "--split: 'XOR 1' is not a split expression"),
     (["--split", "%0"], "divides by zero"),
     (["--nranks", "4", "--split", "DIV 2", "-r", "2"], "not a rank of the smallest split group (2 ranks)"),
+    # unquoted, as nccl-tests' expression is typed: the same expression
+    (["--nranks", "4", "--split", "DIV", "2", "-r", "2"], "not a rank of the smallest split group (2 ranks)"),
     (["-G", "5"], "-G/--cudagraph needs --backend nccl"),
     (["-R", "1"], "-R/--local_register 1 needs --backend nccl"),
     (["-x", "1"], "-x/--cta_policy 1 needs --backend nccl"),

@@ -56,7 +56,7 @@ class BenchOptions:
         "NCCL algorithm(s), each its own communicator: " + ",".join(ALGOS)))
     proto: str | None = option(None, "--proto",
                                help="NCCL_PROTO for the bench communicators (e.g. Simple, LL128, LL)")
-    split: str | None = option(None, "--split", help=(
+    split: str | None = option(None, "--split", nargs="+", metavar="EXPR", help=(
         "split the ranks into groups, each running the sweep at once: 'AND 0x1', 'MOD 2', 'DIV 4' (or &, %%, /, |), "
         "as nccl-tests' NCCL_TESTS_SPLIT; default: NCCL_TESTS_SPLIT_MASK or NCCL_TESTS_SPLIT from the environment"))
     # what is kept and shown of each point: nccl-tests' integer flags (0/1 unless said), the result file, the
@@ -145,6 +145,8 @@ class BenchOptions:
             self.stepbytes = 1 << 20  # nccl-tests' default -i 1M
         if self.root != "all" and self.root < 0:
             raise UsageError(f"-r/--root must be >= 0, got {self.root}")
+        if isinstance(self.split, list):  # `--split MOD 2` as `--split 'MOD 2'`: nccl-tests' expression has a space
+            self.split = " ".join(self.split)
         if self.split is not None:
             parse_split(self.split)
         if self.cudagraph and self.job.backend != "nccl":
