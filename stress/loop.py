@@ -166,6 +166,9 @@ class Run:
                 cut = {"reason": "a rank or the job store was lost", "mode": mode, "after_round": r}
                 break
             if (row["verdict"] != "ok" or self.keeper.failed) and self.opts.on_failure == "stop":
+                if self.job.rank == 0:  # why the table ends here, and the modes after it never ran
+                    self.keeper.say(f"stress: stopped after {mode} round {r}, the first failure (--on-failure stop); "
+                                    "--resume goes on from the journal")
                 break
             asked = [rec.stop for rec in row.get("ranks") or [] if rec and rec.stop]
             signalled = [why for why in asked if why != Stop.TIME_UP]

@@ -77,6 +77,8 @@ def test_check_ids_catches_the_stale_id_before_init(tmp_path):
     assert last["verdict"] == "stale" and last["diagnosis"].startswith("stale ID caught before init: rank ")
     assert all(r["verdict"] == "stale" and r["init_s"] is None for r in last["ranks"])
     assert max(r["elapsed_s"] for r in last["ranks"]) < 1.0  # no deadline waited for
+    said = f"stress: stopped after stock round {last['round']}, the first failure (--on-failure stop); --resume"
+    assert proc.stdout.count(said) == 1, proc.stdout[-2000:]  # why the table ends there: said once, by rank 0
 
 
 def test_wrong_results_and_hangs_without_stale_ids(tmp_path):
