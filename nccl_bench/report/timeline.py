@@ -63,6 +63,8 @@ def stress_timeline(result, path: Path) -> Path:
     if sampled:
         _resources(rx, rows, x)
     (rx if sampled else ax).set_xlabel("round (the modes in turn)")
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole: no 2.5 on a short run (shared axis)
     return save(fig, path)
 
 
