@@ -95,7 +95,11 @@ def test_ctrl_c_resume_then_a_slow_node_and_a_slow_link_are_named_and_nothing_el
     # the link's pair was measured again before it was named (node1's pairs were not: three rounds are its own)
     assert "1 slow pair(s) measured again (1 of 1): node2-node3" in planted.stdout, said
     assert "(the fastest of 2 measurements: " in named_line(planted.stdout, "BAD link node2-node3"), said
-    assert len(list((run / "accept").glob("*.json"))) == 4 and len(list((run / "pairs").glob("*.json"))) == 7
+    pairs = {f.name for f in (run / "pairs").glob("*.json")}
+    # every pair once, and the planted link's measured again; under CI's load a healthy pair that read slow in the
+    # clean run is measured again there too, and not named (seen once: nbs0-nbs2.again-1)
+    assert len(list((run / "accept").glob("*.json"))) == 4 and len({f for f in pairs if ".again-" not in f}) == 6
+    assert "nbs2-nbs3.again-1.json" in pairs, sorted(pairs)
     print(f"\nfleet run 4 nodes: Ctrl-C, resume, planted: {time.monotonic() - t0:.1f} s; {line[:160]}")
 
 
