@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nccl_bench.core import resources, sysinfo
 from nccl_bench.core.errors import EXIT_FAILED, EXIT_OK
-from stress import journal
+from stress import journal, plans
 from stress.closing import (SHOWN_FAILURES, announce_lines, report_lines, start_line, summary_path,
                             write_summary)
 from stress.diagnose import History
@@ -21,7 +21,7 @@ class Keeper:
         self.job, self.opts, self.path, self.restart = job, opts, path, restart
         self.identity = opts.identity(job.nranks)
         warmup = resources.default_warmup(plan_len) if opts.leak_warmup is None else opts.leak_warmup
-        self.ledger = Ledger(plan_len, list(opts.job.init), warmup, history, opts.job.backend)
+        self.ledger = Ledger(plan_len, list(opts.job.init), warmup, history, plans.seq_of(opts), opts.job.backend)
         # a restarted group continues the journal its predecessor was writing
         self.resume = opts.resume or (restart > 0 and path.exists())
         self.writer: journal.Writer | None = None

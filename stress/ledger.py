@@ -10,9 +10,10 @@ from stress.diagnose import History
 
 
 class Ledger:
-    def __init__(self, plan_len: int, modes: list[str], warmup: int, history: History, backend: str | None = None):
+    def __init__(self, plan_len: int, modes: list[str], warmup: int, history: History, seq_of,
+                 backend: str | None = None):
         self.done = bytearray(plan_len)  # seq -> 1 once the round is journaled
-        self.modes, self.per_mode = list(modes), plan_len // max(len(modes), 1)
+        self.seq_of = seq_of  # (mode, round) -> its seq in this run's plan (stress.plans.seq_of)
         self.tally = Tally(modes)
         self.leaks = LeakWatch(warmup, backend)
         self.history = history
@@ -38,8 +39,7 @@ class Ledger:
         from its mode and round: the journal's was its own run's, whose --rounds (or --duration, which sizes them)
         may have been fewer, and the modes after the first began at other seqs then."""
         self.history.add(row["mode"], row["round"], row.get("ranks") or [])
-        mine = row["mode"] in self.modes and 0 <= row["round"] < self.per_mode
-        self.add({**row, "seq": self.modes.index(row["mode"]) * self.per_mode + row["round"] if mine else -1})
+        self.add({**row, "seq": self.seq_of(row["mode"], row["round"])})
 
     @property
     def rounds(self) -> int:

@@ -13,6 +13,13 @@ def mode_of(opts: StressOptions):
     return lambda seq: modes[seq // rounds] if 0 <= seq < rounds * len(modes) else None
 
 
+def seq_of(opts: StressOptions):
+    """(mode, round) -> its seq in this plan, -1 where the plan has no such round: mode_of's inverse, for a journal's
+    rounds, whose seqs were their own run's (a --resume may raise --rounds, which moves every mode after the first)."""
+    index, rounds = {m: i for i, m in enumerate(opts.job.init)}, opts.rounds
+    return lambda mode, r: index[mode] * rounds + r if mode in index and 0 <= r < rounds else -1
+
+
 def skews(opts: StressOptions, nranks: int, r: int) -> list[float]:
     """Every rank's sleep before its init in round `r`: the seeded schedule plus injected delays."""
     extra = {i.rank: i.seconds for i in opts.inject if i.kind == "delay" and i.round == r}
